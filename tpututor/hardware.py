@@ -1,0 +1,275 @@
+"""The chip table: peak compute, memory and interconnect of TPUs and GPUs.
+
+Every row of ``data/chips.csv`` names its public source and the date it was
+read. Figures are per chip, dense (no sparsity), in the units of the column
+names; the :class:`Chip` properties convert them to SI (FLOP/s, bytes, bytes/s).
+
+``lookup`` accepts table names (``"v5e"``) and the ``device_kind`` strings JAX
+reports (``"TPU v5 lite"``, ``"NVIDIA H100 80GB HBM3"``). ``estimate_cpu``
+gives a labelled *estimate* for the local CPU, which has no datasheet row.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Iterable, Mapping
+
+__all__ = [
+    "Chip",
+    "CpuEstimate",
+    "chips",
+    "lookup",
+    "find",
+    "estimate_cpu",
+    "markdown_table",
+    "plot_chips",
+]
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One row of the chip table (per-chip, dense figures)."""
+
+    name: str
+    kind: str  # "tpu" | "gpu"
+    device_kinds: tuple[str, ...]
+    bf16_tflops: float | None
+    int8_tops: float | None
+    fp8_tflops: float | None
+    hbm_gb: float | None
+    hbm_gbps: float | None
+    interconnect: str
+    interconnect_gbps: float | None  # bidirectional, per chip
+    mxu: str
+    tensorcores: int | None
+    mxus_per_core: int | None
+    jax_devices_per_chip: int
+    source: str
+    source_date: str
+    notes: str = ""
+
+    @property
+    def peak_flops(self) -> float | None:
+        """Peak dense bf16 FLOP/s (None where the chip has no bf16 matrix unit)."""
+        return None if self.bf16_tflops is None else self.bf16_tflops * 1e12
+
+    @property
+    def hbm_bytes(self) -> float | None:
+        return None if self.hbm_gb is None else self.hbm_gb * 1e9
+
+    @property
+    def hbm_bandwidth(self) -> float | None:
+        """HBM (or GDDR) bandwidth in bytes/s."""
+        return None if self.hbm_gbps is None else self.hbm_gbps * 1e9
+
+    @property
+    def ridge_point(self) -> float | None:
+        """FLOPs per byte at which a kernel turns compute-bound (bf16 peak / bandwidth)."""
+        if self.peak_flops is None or not self.hbm_bandwidth:
+            return None
+        return self.peak_flops / self.hbm_bandwidth
+
+    @property
+    def label(self) -> str:
+        if self.kind != "tpu":
+            return self.name
+        return f"TPU{self.name}" if self.name[0].isdigit() else f"TPU {self.name}"  # "TPU7x", "TPU v5e"
+
+
+@dataclass(frozen=True)
+class CpuEstimate:
+    """A rough peak for the local CPU. An *estimate*, not a datasheet figure."""
+
+    model: str
+    cores: int
+    ghz: float | None
+    simd: str
+    flops_per_cycle_per_core: int
+    peak_flops: float | None
+    assumptions: list[str] = field(default_factory=list)
+    estimate: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"this CPU (estimate): {self.model}"
+
+
+def _num(text: str) -> float | None:
+    return float(text) if text.strip() else None
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.strip() else None
+
+
+@functools.lru_cache(maxsize=1)
+def chips() -> tuple[Chip, ...]:
+    """All rows of the chip table, TPUs first, in generation order."""
+    text = resources.files("tpututor").joinpath("data/chips.csv").read_text()
+    rows = []
+    for r in csv.DictReader(text.splitlines()):
+        rows.append(
+            Chip(
+                name=r["name"],
+                kind=r["kind"],
+                device_kinds=tuple(k for k in r["device_kinds"].split("|") if k),
+                bf16_tflops=_num(r["bf16_tflops"]),
+                int8_tops=_num(r["int8_tops"]),
+                fp8_tflops=_num(r["fp8_tflops"]),
+                hbm_gb=_num(r["hbm_gb"]),
+                hbm_gbps=_num(r["hbm_gbps"]),
+                interconnect=r["interconnect"],
+                interconnect_gbps=_num(r["interconnect_gbps"]),
+                mxu=r["mxu"],
+                tensorcores=_int(r["tensorcores"]),
+                mxus_per_core=_int(r["mxus_per_core"]),
+                jax_devices_per_chip=int(r["jax_devices_per_chip"]),
+                source=r["source"],
+                source_date=r["source_date"],
+                notes=r["notes"],
+            )
+        )
+    return tuple(rows)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.strip().lower())
+
+
+def find(name: str) -> Chip | None:
+    """The chip for a table name or a JAX ``device_kind``; None if not in the table.
+
+    Matching is case-insensitive. Table names may carry a ``TPU`` prefix
+    (``"TPU v5e"``, ``"tpu v6e"``); device kinds must match one of the
+    row's known strings exactly (``"NVIDIA H100 PCIe"`` is a different card
+    from the SXM H100 in the table, so it is not matched).
+    """
+    if not isinstance(name, str) or not name.strip():
+        return None
+    key = _norm(name)
+    bare = key.removeprefix("tpu").strip() if key.startswith("tpu ") else key
+    for chip in chips():
+        names = {_norm(chip.name)} | {_norm(k) for k in chip.device_kinds}
+        if key in names or bare == _norm(chip.name):
+            return chip
+    return None
+
+
+def lookup(name: str) -> Chip:
+    """Like :func:`find`, but a name not in the table is a clear ``KeyError``."""
+    chip = find(name)
+    if chip is None:
+        known = ", ".join(c.name for c in chips())
+        raise KeyError(
+            f"{name!r} is not in tpututor's chip table. Known chips: {known}. "
+            "JAX device kinds such as 'TPU v5 lite' or 'NVIDIA H100 80GB HBM3' also work."
+        )
+    return chip
+
+
+# FLOPs per cycle per core for float32 FMA, assuming two vector FMA units.
+_SIMD_FLOPS = (
+    ("avx512f", "AVX-512", 2 * 16 * 2),
+    ("avx2", "AVX2+FMA", 2 * 8 * 2),  # needs fma too; checked below
+    ("avx", "AVX", 2 * 8),
+    ("sse2", "SSE2", 2 * 4),
+    ("asimd", "NEON", 2 * 4 * 2),
+)
+
+
+def estimate_cpu(model: str, cores: int, flags: Iterable[str], ghz: float | None) -> CpuEstimate:
+    """Estimate the float32 peak of a CPU from its SIMD flags, cores and clock.
+
+    peak = cores x GHz x FLOPs/cycle, with FLOPs/cycle from the widest vector
+    unit the flags show and *two* FMA units per core assumed. It is an upper
+    bound: logical cores may be hyper-threads sharing one physical core, and
+    clocks drop under wide-vector load.
+    """
+    flagset = {f.lower() for f in flags}
+    simd, per_cycle = "scalar", 2
+    for flag, name, n in _SIMD_FLOPS:
+        if flag in flagset and (flag != "avx2" or "fma" in flagset):
+            simd, per_cycle = name, n
+            break
+    peak = cores * ghz * 1e9 * per_cycle if ghz and cores else None
+    assumptions = [
+        f"{per_cycle} float32 FLOPs per cycle per core ({simd}, two FMA units assumed)",
+        f"{cores} logical cores, all busy (hyper-threads count as cores: an upper bound)",
+        f"clock {ghz:.2f} GHz as reported, no turbo or AVX down-clocking" if ghz else "clock unknown",
+    ]
+    return CpuEstimate(model, cores, ghz, simd, per_cycle, peak, assumptions)
+
+
+def _fmt(value: float | int | None, spec: str = "g") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def markdown_table(rows: Iterable[Chip] | None = None, extra: Mapping[str, str] | None = None) -> str:
+    """The chip table as Markdown, with a source link per row.
+
+    ``extra`` adds one last row (for example this machine's CPU estimate),
+    given as column name -> text.
+    """
+    rows = list(chips() if rows is None else rows)
+    head = [
+        "chip", "bf16 TFLOP/s", "int8 TOP/s", "HBM GB", "HBM GB/s",
+        "interconnect GB/s", "MXU", "FLOP/B ridge", "source (read)",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in rows:
+        ridge = c.ridge_point
+        cells = [
+            c.label, _fmt(c.bf16_tflops), _fmt(c.int8_tops), _fmt(c.hbm_gb), _fmt(c.hbm_gbps),
+            f"{_fmt(c.interconnect_gbps)} ({c.interconnect})" if c.interconnect else "–",
+            c.mxu or "–", _fmt(ridge and round(ridge)),
+            f"[{c.source_date}]({c.source})",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if extra:
+        lines.append("| " + " | ".join(extra.get(h, "–") for h in head) + " |")
+    return "\n".join(lines)
+
+
+# Label offsets (points) for chips whose labels would overlap their neighbours'.
+_LABEL_PLACES = {
+    "v3": (6, -9, "left"), "v4": (-6, 5, "right"), "v5e": (-7, -3, "right"), "v5p": (6, 4, "left"), "v6e": (-7, 3, "right"),
+    "7x": (-7, 3, "right"), "A100-40GB": (0, 8, "center"), "A100-80GB": (6, -11, "left"),
+    "H100": (-6, 5, "right"), "H200": (6, -11, "left"),
+}
+
+
+def plot_chips(rows: Iterable[Chip] | None = None, *, here: tuple[str, float, float] | None = None, ax=None):
+    """Log-log plot of peak bf16 FLOP/s against memory bandwidth, one point per chip.
+
+    ``here`` is ``(label, flops, bytes_per_second)`` for an extra highlighted
+    point (this machine). Returns the matplotlib Axes. Imports matplotlib
+    only when called.
+    """
+    import matplotlib.pyplot as plt
+
+    rows = [c for c in (chips() if rows is None else rows) if c.peak_flops and c.hbm_bandwidth]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    for kind, marker, color in (("tpu", "o", "tab:blue"), ("gpu", "s", "tab:green")):
+        pts = [c for c in rows if c.kind == kind]
+        ax.scatter([c.hbm_bandwidth for c in pts], [c.peak_flops for c in pts],
+                   marker=marker, color=color, label=kind.upper())
+        for c in pts:
+            dx, dy, ha = _LABEL_PLACES.get(c.name, (5, 3, "left"))
+            ax.annotate(c.label, (c.hbm_bandwidth, c.peak_flops), textcoords="offset points",
+                        xytext=(dx, dy), ha=ha, fontsize=8)
+    if here is not None:
+        label, flops, bw = here
+        ax.scatter([bw], [flops], marker="*", s=180, color="tab:red", label=label, zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("memory bandwidth (bytes/s)")
+    ax.set_ylabel("peak dense FLOP/s (bf16 for TPUs, GPUs)")
+    ax.set_title("Compute against memory bandwidth, per chip")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    return ax
