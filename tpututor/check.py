@@ -1,0 +1,114 @@
+"""Self-checking exercises.
+
+An exercise has two cells. The *answer* cell, tagged ``solution``, is where
+the learner writes code; the student build swaps it for a stub that leaves
+the answer as ``...``. The *check* cell calls one of these functions and
+prints one line: ``PASSED``, ``FAILED`` with a hint, or ``NOT ATTEMPTED``.
+
+    answer = 2 * 4096**3                     # solution cell
+    check.equal("00.1 FLOPs of x @ x.T", answer, expected, hint="2 * m * n * k")
+
+A wrong answer never stops the notebook for a learner. With
+``TPUTUTOR_STRICT_CHECKS=1`` (set by ``make test`` and ``make run``) a failure
+raises :class:`ExerciseFailed`, so CI notices a solution that stopped being right.
+Every result is kept in :data:`RESULTS` for a progress summary.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["ExerciseFailed", "Result", "RESULTS", "attempted", "equal", "close", "that", "summary"]
+
+STRICT_ENV = "TPUTUTOR_STRICT_CHECKS"
+
+
+class ExerciseFailed(AssertionError):
+    """Raised for a failed check when strict checks are on (CI)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    exercise: str
+    status: str  # "passed" | "failed" | "not attempted"
+    message: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.status.upper():<13} {self.exercise}"
+        return f"{text}: {self.message}" if self.message else text
+
+
+RESULTS: list[Result] = []
+
+
+def attempted(value: Any) -> bool:
+    """False for the stub values ``...`` and ``None``; True for anything else."""
+    return value is not Ellipsis and value is not None
+
+
+def _record(result: Result) -> Result:
+    RESULTS.append(result)
+    print(result)
+    if result.status == "failed" and os.environ.get(STRICT_ENV, "") not in ("", "0"):
+        raise ExerciseFailed(str(result))
+    return result
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def equal(exercise: str, got: Any, expected: Any, *, hint: str) -> Result:
+    """Pass when ``got == expected``."""
+    if not attempted(got):
+        return _record(Result(exercise, "not attempted", "replace the ... with your answer"))
+    try:
+        ok = bool(got == expected)
+    except Exception:  # e.g. comparing arrays of different shapes
+        ok = False
+    if ok:
+        return _record(Result(exercise, "passed"))
+    return _record(Result(exercise, "failed", f"got {_short(got)}. Hint: {hint}"))
+
+
+def close(exercise: str, got: Any, expected: float, *, hint: str, rel: float = 1e-2) -> Result:
+    """Pass when the number ``got`` is within ``rel`` (relative) of ``expected``."""
+    if not attempted(got):
+        return _record(Result(exercise, "not attempted", "replace the ... with your answer"))
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return _record(Result(exercise, "failed", f"expected a number, got {_short(got)}. Hint: {hint}"))
+    if math.isclose(value, expected, rel_tol=rel):
+        return _record(Result(exercise, "passed"))
+    return _record(Result(exercise, "failed", f"got {value:.4g}, off by more than {rel:.0%}. Hint: {hint}"))
+
+
+def that(exercise: str, test: Callable[[], bool], *, hint: str) -> Result:
+    """Pass when ``test()`` returns True. ``NotImplementedError`` or ``...`` counts as not attempted."""
+    try:
+        ok = test()
+    except NotImplementedError:
+        ok = ...
+    except Exception as exc:  # the learner's code raised: report it, do not crash the notebook
+        return _record(Result(exercise, "failed", f"{type(exc).__name__}: {exc}. Hint: {hint}"))
+    if not attempted(ok):
+        return _record(Result(exercise, "not attempted", "fill in the exercise cell above"))
+    if ok:
+        return _record(Result(exercise, "passed"))
+    return _record(Result(exercise, "failed", f"Hint: {hint}"))
+
+
+def summary(results: list[Result] | None = None) -> dict[str, int]:
+    """Counts of passed, failed and not-attempted exercises (latest result per exercise)."""
+    latest: dict[str, Result] = {}
+    for r in RESULTS if results is None else results:
+        latest[r.exercise] = r
+    counts = {"passed": 0, "failed": 0, "not attempted": 0}
+    for r in latest.values():
+        counts[r.status] += 1
+    return counts
