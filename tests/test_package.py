@@ -1,0 +1,103 @@
+"""The package itself: imports no framework, profiles, exercise checks."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import PYTHON
+from tpututor import check, choose, profile
+
+HEAVY = ("jax", "jaxlib", "tensorflow", "torch", "torch_xla", "numpy", "matplotlib", "papermill")
+
+
+def test_import_tpututor_imports_no_framework():
+    code = (
+        "import sys, tpututor, tpututor.runtime, tpututor.hardware, tpututor.doctor, tpututor.check, "
+        "tpututor.config, tpututor.fakes, tpututor.runner, tpututor.cli\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_importtime_shows_no_framework():
+    out = subprocess.run([PYTHON, "-X", "importtime", "-c", "import tpututor"], capture_output=True,
+                         text=True, timeout=60)
+    modules = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
+    assert not modules & set(HEAVY)
+
+
+def test_profile_defaults_to_full_and_reads_the_environment():
+    assert profile(env={}) == "full"
+    assert profile(env={"TPUTUTOR_PROFILE": "ci"}) == "ci"
+    assert profile("full", env={"TPUTUTOR_PROFILE": "ci"}) == "full"  # a parameter wins
+    assert profile(" CI ", env={}) == "ci"
+
+
+def test_bad_profile_names_the_fix():
+    with pytest.raises(ValueError, match="use 'full' or 'ci'.*TPUTUTOR_PROFILE=ci"):
+        profile(env={"TPUTUTOR_PROFILE": "fast"})
+
+
+def test_choose_picks_by_profile():
+    assert choose("ci", full=4096, ci=512) == 512 and choose("full", full=4096, ci=512) == 4096
+    with pytest.raises(ValueError):
+        choose("medium", full=1, ci=2)
+
+
+@pytest.fixture
+def results(monkeypatch):
+    monkeypatch.delenv(check.STRICT_ENV, raising=False)
+    monkeypatch.setattr(check, "RESULTS", [])
+    return check.RESULTS
+
+
+def test_check_reports_passed_failed_and_not_attempted(results, capsys):
+    check.equal("e1", 3, 3, hint="h")
+    check.equal("e2", 4, 3, hint="think again")
+    check.equal("e3", ..., 3, hint="h")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "PASSED        e1"
+    assert lines[1] == "FAILED        e2: got 4. Hint: think again"
+    assert lines[2].startswith("NOT ATTEMPTED e3")
+    assert check.summary() == {"passed": 1, "failed": 1, "not attempted": 1}
+
+
+def test_a_failed_check_does_not_raise_for_a_learner(results):
+    assert check.close("e", 1.5, 1.0, hint="h").status == "failed"
+
+
+def test_strict_checks_raise_so_ci_catches_a_wrong_solution(results, monkeypatch):
+    monkeypatch.setenv(check.STRICT_ENV, "1")
+    with pytest.raises(check.ExerciseFailed, match="e: got 2"):
+        check.equal("e", 2, 3, hint="h")
+    assert check.equal("e", ..., 3, hint="h").status == "not attempted"  # never raises
+
+
+def test_check_that_reports_the_learners_exception_as_a_failure(results):
+    def broken():
+        return 1 / 0
+
+    r = check.that("e", broken, hint="h")
+    assert r.status == "failed" and "ZeroDivisionError" in r.message
+
+
+def test_check_that_counts_not_implemented_as_not_attempted(results):
+    def stub():
+        raise NotImplementedError
+
+    assert check.that("e", stub, hint="h").status == "not attempted"
+
+
+def test_check_close_rejects_non_numbers_with_a_hint(results):
+    r = check.close("e", "fast", 1.0, hint="a number of ms")
+    assert r.status == "failed" and "expected a number" in r.message
+
+
+def test_summary_counts_the_latest_attempt_per_exercise(results):
+    check.equal("e", 1, 2, hint="h")
+    check.equal("e", 2, 2, hint="h")
+    assert check.summary() == {"passed": 1, "failed": 0, "not attempted": 0}
