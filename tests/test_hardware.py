@@ -21,7 +21,7 @@ def test_every_row_has_a_public_source_and_a_date(chip):
 
 @pytest.mark.parametrize("chip", hardware.chips(), ids=lambda c: c.name)
 def test_every_row_has_memory_and_bandwidth(chip):
-    assert chip.hbm_gb and chip.hbm_gbps and chip.jax_devices_per_chip in (1, 2)
+    assert chip.hbm_gib and chip.hbm_gbps and chip.jax_devices_per_chip in (1, 2)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_lookup_of_unknown_chip_names_the_known_ones():
 
 def test_si_units_and_ridge_point():
     v5e = hardware.lookup("v5e")
-    assert v5e.peak_flops == 197e12 and v5e.hbm_bandwidth == 819e9
+    assert v5e.peak_flops == 197e12 and v5e.hbm_bandwidth == 819e9 and v5e.hbm_bytes == 16 * 2**30
     assert v5e.ridge_point == pytest.approx(240.5, rel=1e-3)
     assert hardware.lookup("T4").ridge_point is None  # no bf16 matrix unit
 

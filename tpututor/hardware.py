@@ -3,6 +3,8 @@
 Every row of ``data/chips.csv`` names its public source and the date it was
 read. Figures are per chip, dense (no sparsity), in the units of the column
 names; the :class:`Chip` properties convert them to SI (FLOP/s, bytes, bytes/s).
+Memory sizes are GiB: vendors' "16 GB" of HBM is 16 GiB, as JAX and tpu-info
+report for v5e; bandwidths are decimal GB/s.
 
 ``lookup`` accepts table names (``"v5e"``) and the ``device_kind`` strings JAX
 reports (``"TPU v5 lite"``, ``"NVIDIA H100 80GB HBM3"``). ``estimate_cpu``
@@ -40,7 +42,7 @@ class Chip:
     bf16_tflops: float | None
     int8_tops: float | None
     fp8_tflops: float | None
-    hbm_gb: float | None
+    hbm_gib: float | None
     hbm_gbps: float | None
     interconnect: str
     interconnect_gbps: float | None  # bidirectional, per chip
@@ -59,7 +61,7 @@ class Chip:
 
     @property
     def hbm_bytes(self) -> float | None:
-        return None if self.hbm_gb is None else self.hbm_gb * 1e9
+        return None if self.hbm_gib is None else self.hbm_gib * 2**30
 
     @property
     def hbm_bandwidth(self) -> float | None:
@@ -120,7 +122,7 @@ def chips() -> tuple[Chip, ...]:
                 bf16_tflops=_num(r["bf16_tflops"]),
                 int8_tops=_num(r["int8_tops"]),
                 fp8_tflops=_num(r["fp8_tflops"]),
-                hbm_gb=_num(r["hbm_gb"]),
+                hbm_gib=_num(r["hbm_gib"]),
                 hbm_gbps=_num(r["hbm_gbps"]),
                 interconnect=r["interconnect"],
                 interconnect_gbps=_num(r["interconnect_gbps"]),
@@ -199,7 +201,8 @@ def estimate_cpu(model: str, cores: int, flags: Iterable[str], ghz: float | None
     assumptions = [
         f"{per_cycle} float32 FLOPs per cycle per core ({simd}, two FMA units assumed)",
         f"{cores} logical cores, all busy (hyper-threads count as cores: an upper bound)",
-        f"clock {ghz:.2f} GHz as reported, no turbo or AVX down-clocking" if ghz else "clock unknown",
+        f"clock {ghz:.2f} GHz as the OS reports it, no turbo or AVX down-clocking" if ghz
+        else "clock unknown, so no estimate",
     ]
     return CpuEstimate(model, cores, ghz, simd, per_cycle, peak, assumptions)
 
@@ -216,14 +219,14 @@ def markdown_table(rows: Iterable[Chip] | None = None, extra: Mapping[str, str] 
     """
     rows = list(chips() if rows is None else rows)
     head = [
-        "chip", "bf16 TFLOP/s", "int8 TOP/s", "HBM GB", "HBM GB/s",
+        "chip", "bf16 TFLOP/s", "int8 TOP/s", "HBM GiB", "HBM GB/s",
         "interconnect GB/s", "MXU", "FLOP/B ridge", "source (read)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in rows:
         ridge = c.ridge_point
         cells = [
-            c.label, _fmt(c.bf16_tflops), _fmt(c.int8_tops), _fmt(c.hbm_gb), _fmt(c.hbm_gbps),
+            c.label, _fmt(c.bf16_tflops), _fmt(c.int8_tops), _fmt(c.hbm_gib), _fmt(c.hbm_gbps),
             f"{_fmt(c.interconnect_gbps)} ({c.interconnect})" if c.interconnect else "–",
             c.mxu or "–", _fmt(ridge and round(ridge)),
             f"[{c.source_date}]({c.source})",
