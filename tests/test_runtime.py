@@ -165,3 +165,15 @@ def test_runtime_document_is_json_ready(fake):
     import json
 
     json.dumps(dataclasses.asdict(runtime.detect(fake("colab-t4"))))
+
+
+def test_cpu_clock_prefers_the_maximum_cpufreq_reports(fake):
+    m = fakes.Machine("throttled laptop", files={
+        "/proc/cpuinfo": "processor\t: 0\nmodel name\t: Some CPU\ncpu MHz\t\t: 800.000\nflags\t\t: avx2 fma\n",
+        "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq": "3600000\n"})
+    assert runtime.detect(fake(m)).cpu.ghz == 3.6
+
+
+def test_cpu_clock_garbage_is_unknown(fake):
+    m = fakes.Machine("garbage clock", files={"/proc/cpuinfo": "model name\t: X\ncpu MHz\t\t: fast\n"})
+    assert runtime.detect(fake(m)).cpu.ghz is None

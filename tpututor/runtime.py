@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Mapping, Sequence
 
+from .hardware import find
+
 __all__ = [
     "Host",
     "Platform",
@@ -306,8 +308,6 @@ def _detect_gpu(host: Host) -> Accelerator | None:
     nodes = [p for p in NVIDIA_NODES if host.exists(p)]
     if not nodes:
         return None
-    from .hardware import find
-
     smi = _parse_nvidia_smi(host.run(["nvidia-smi", "--query-gpu=name,memory.total",
                                       "--format=csv,noheader,nounits"]))
     numbered = [n for n in host.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
@@ -371,17 +371,22 @@ def detect_cpu(host: Host | None = None) -> CpuInfo:
         fields.setdefault(key, value.strip())
     model = fields.get("model name") or fields.get("hardware") or _platform.processor() or "unknown CPU"
     flags = set((fields.get("flags") or fields.get("features") or "").lower().split())
-    ghz = None
-    try:
-        if "cpu mhz" in fields:
-            ghz = round(float(fields["cpu mhz"]) / 1000, 2)
-        else:
-            m = re.search(r"@\s*([\d.]+)\s*GHz", model)
-            ghz = float(m.group(1)) if m else None
-    except ValueError:
-        ghz = None
-    cores = host.cpu_count or processors or 1
-    return CpuInfo(model, cores, _platform.machine() or "unknown", ghz, [f for f in _SIMD_FLAGS if f in flags])
+    return CpuInfo(model, host.cpu_count or processors or 1, _platform.machine() or "unknown",
+                   _cpu_ghz(host, model, fields.get("cpu mhz")), [f for f in _SIMD_FLAGS if f in flags])
+
+
+def _cpu_ghz(host: Host, model: str, current_mhz: str | None) -> float | None:
+    """The highest clock the CPU reports: cpufreq's maximum, the model name's "@ 2.20GHz", or the current MHz."""
+    candidates = []
+    max_khz = host.read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    m = re.search(r"@\s*([\d.]+)\s*GHz", model)
+    for text, scale in ((max_khz, 1e-6), (m and m.group(1), 1.0), (current_mhz, 1e-3)):
+        try:
+            candidates.append(float(text.strip()) * scale)
+        except (AttributeError, ValueError):
+            continue
+    good = [c for c in candidates if 0.1 < c < 10]
+    return round(good[0], 2) if good else None
 
 
 # --------------------------------------------------------------------------- frameworks
