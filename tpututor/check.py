@@ -36,6 +36,9 @@ class Result:
     status: str  # "passed" | "failed" | "not attempted"
     message: str = ""
 
+    def _ipython_display_(self) -> None:
+        """Show nothing when a check is a cell's last line: the result is already printed."""
+
     def __str__(self) -> str:
         text = f"{self.status.upper():<13} {self.exercise}"
         return f"{text}: {self.message}" if self.message else text

@@ -18,7 +18,6 @@ from .runtime import Host, Runtime, detect, probe_frameworks
 __all__ = ["report", "warnings_for", "notes_for", "format_report", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
-TORCH_XLA_TORCH = {"2.9": "2.9", "2.8": "2.8", "2.7": "2.7"}  # torch_xla minor -> torch minor it needs
 
 
 def _minor(version: str | None) -> str | None:
@@ -47,10 +46,10 @@ def warnings_for(rt: Runtime, probes: dict[str, dict] | None = None) -> list[str
                 "on a TPU VM install 'tensorflow-tpu' (TPU7x does not support TensorFlow)."
             )
     tx, torch = fw["torch_xla"].version, fw["torch"].version
-    if tx and torch and _minor(tx) in TORCH_XLA_TORCH and _minor(torch) != TORCH_XLA_TORCH[_minor(tx)]:
+    if tx and torch and _minor(tx) != _minor(torch):  # each torch_xla release is built for one torch
         out.append(
-            f"torch_xla {tx} needs torch {TORCH_XLA_TORCH[_minor(tx)]}.x but torch {torch} is "
-            f"installed; import will fail: pip install torch=={TORCH_XLA_TORCH[_minor(tx)]}.0"
+            f"torch_xla {tx} needs torch {_minor(tx)}.x but torch {torch} is installed, so "
+            f"import torch_xla will fail: pip install torch=={_minor(tx)}.0"
         )
     for name, result in (probes or {}).items():
         if result.get("error"):
