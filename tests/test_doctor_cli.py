@@ -108,3 +108,21 @@ def test_torch_xla_with_the_wrong_torch_warns_with_the_pin(fake):
     m = fakes.Machine("mismatch", packages={"torch": "2.13.0+cpu", "torch-xla": "2.9.0"})
     warnings = doctor.warnings_for(runtime.detect(fake(m)))
     assert any("torch==2.9.0" in w for w in warnings)
+
+
+@pytest.mark.slow
+def test_run_executes_writes_html_and_exits_1_when_a_lesson_fails(tmp_path):
+    import nbformat
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    for name, source in (("01_ok", "print('fine')"), ("02_broken", "raise ValueError('planted failure')")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, lessons / f"{name}.ipynb")
+    out = cli("run", "--profile", "ci", "--out", str(tmp_path / "build"),
+              str(lessons / "01_ok.ipynb"), str(lessons / "02_broken.ipynb"))
+    assert out.returncode == 1
+    table = out.stdout.split("lesson", 1)[1]
+    assert "01_ok" in table and "02_broken  failed" in table and "ValueError: planted failure" in table
+    assert (tmp_path / "build" / "01_ok.html").exists() and (tmp_path / "build" / "02_broken.ipynb").exists()
