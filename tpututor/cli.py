@@ -2,6 +2,7 @@
 
     python -m tpututor doctor [--json] [--no-probe]
     python -m tpututor chips [--json]
+    python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--json]
     python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
 
 Exit status: 0 success, 1 a lesson failed, 2 bad usage.
@@ -33,6 +34,16 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("chips", help="the chip table (TPUs and GPUs) with sources")
     c.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
 
+    b = sub.add_parser("bench", help="time matmul (or add) at several sizes on this machine")
+    b.add_argument("op", choices=["matmul", "add"], help="the operation to time")
+    b.add_argument("--sizes", type=_sizes, default=[512, 1024, 2048], metavar="N,N,...",
+                   help="square sizes, comma-separated (default 512,1024,2048)")
+    b.add_argument("--dtype", type=_dtype, default="float32",
+                   help="float32, bfloat16, float16, int8 or float64 (default float32)")
+    b.add_argument("--framework", default="jax", choices=["jax", "numpy", "torch", "torch_xla", "tensorflow"])
+    b.add_argument("--repeats", type=_positive_int, default=5, help="timed runs per size (default 5)")
+    b.add_argument("--json", action="store_true", help="print a JSON list of records instead of a table")
+
     r = sub.add_parser("run", help="execute lessons headless with papermill into a build folder")
     r.add_argument("notebooks", nargs="*", help="notebooks to run (default: every lesson)")
     r.add_argument("--profile", choices=["full", "ci"], default=None,
@@ -40,6 +51,57 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="build", help="folder for executed notebooks (default build)")
     r.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
     return p
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be whole numbers separated by commas, got {text!r}")
+    if not sizes or any(n <= 0 for n in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
+    return sizes
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return value
+
+
+def _dtype(text: str) -> str:
+    from .bench import check_dtype
+
+    try:
+        return check_dtype(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from . import bench
+
+    if args.framework not in bench.available():
+        print(f"python -m tpututor bench: error: {args.framework} is not installed here "
+              f"(pip install 'tpututor[...]' or the framework itself)", file=sys.stderr)
+        return 2
+    records = []
+    try:
+        for n in args.sizes:
+            records.append(bench.run(args.op, n, args.dtype, args.framework, repeats=args.repeats))
+    except bench.UnsupportedError as exc:
+        print(f"python -m tpututor bench: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([r.to_dict() for r in records], indent=2))
+    else:
+        print(bench.table(records))
+        print(f"\npeak: {records[0].peak_basis}; compile time is not in the median")
+    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -87,6 +149,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("python -m tpututor: error: choose a command: doctor, chips or run", file=sys.stderr)
+        print("python -m tpututor: error: choose a command: doctor, chips, bench or run", file=sys.stderr)
         return 2
-    return {"doctor": _doctor, "chips": _chips, "run": _run}[args.command](args)
+    return {"doctor": _doctor, "chips": _chips, "bench": _bench, "run": _run}[args.command](args)
