@@ -1,0 +1,204 @@
+"""tpututor.bench and tpututor.roofline: the FLOP/byte math, the records, bad arguments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, ROOT
+from tpututor import bench, roofline
+
+# ----------------------------------------------------------------- roofline math
+
+
+def test_matmul_flops_are_2mkn():
+    assert roofline.matmul_flops(4096, 4096, 4096) == 137_438_953_472
+    assert roofline.matmul_flops(2, 3, 5) == 60
+
+
+def test_matmul_bytes_count_both_operands_and_the_result():
+    assert roofline.matmul_bytes(2, 3, 5, "float32") == (6 + 15 + 10) * 4
+    assert roofline.matmul_bytes(2, 3, 5, "int8", "int32") == 6 + 15 + 10 * 4
+
+
+def test_square_matmul_intensity_is_n_over_one_and_a_half_itemsize():
+    assert roofline.matmul_intensity(4096, 4096, 4096, "bfloat16") == pytest.approx(4096 / 3)
+    assert roofline.matmul_intensity(1024, 1024, 1024, "float32") == pytest.approx(1024 / 6)
+
+
+def test_elementwise_add_moves_twelve_bytes_per_float32_flop():
+    assert roofline.elementwise_intensity(1, 2, 1, "float32") == pytest.approx(1 / 12)
+    assert roofline.elementwise_bytes(10, 2, 1, "bfloat16") == 60
+
+
+def test_crossover_size_puts_the_matmul_on_the_ridge():
+    v5e = roofline.Roofline.of("v5e")
+    n = v5e.crossover_size("bfloat16")
+    assert roofline.matmul_intensity(round(n), round(n), round(n), "bfloat16") == pytest.approx(v5e.ridge_point, rel=1e-2)
+    assert v5e.bound(roofline.matmul_intensity(4096, 4096, 4096, "bfloat16")) == "compute"
+    assert v5e.bound(1 / 12) == "memory"
+
+
+def test_attainable_is_the_lower_of_the_two_roofs():
+    roof = roofline.Roofline("toy", peak_flops=100.0, bandwidth=10.0)
+    assert roof.ridge_point == 10 and roof.attainable(1) == 10 and roof.attainable(1000) == 100
+
+
+def test_roofline_of_int8_uses_the_int8_peak():
+    assert roofline.Roofline.of("v6e", "int8").peak_flops == 1836e12
+    with pytest.raises(ValueError, match="no int8 peak"):
+        roofline.Roofline.of("7x", "int8")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, None])
+def test_matmul_math_rejects_non_positive_sizes(bad):
+    with pytest.raises(ValueError, match="positive integer"):
+        roofline.matmul_flops(bad, 2, 2)
+
+
+def test_unknown_dtype_names_the_known_ones():
+    with pytest.raises(ValueError, match="unknown dtype 'float128'.*float32"):
+        roofline.itemsize("float128")
+
+
+def test_roofline_plot_draws_roofs_and_measured_series(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = roofline.plot([roofline.Roofline.of("v5e")], {"matmul": [(10, 1e10), (100, 1e11)]})
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0].startswith("TPU v5e (bf16), ridge 241") and labels[1] == "measured: matmul"
+
+
+# ----------------------------------------------------------------- timing and records
+
+
+def test_time_calls_syncs_every_timed_call_and_times_the_first_apart():
+    events = []
+    first, times = bench.time_calls(lambda: events.append("call") or len(events), lambda r: events.append("sync"),
+                                    warmup=2, repeats=3)
+    assert events == ["call", "sync"] * 5 and len(times) == 3 and first >= 0
+
+
+@pytest.mark.parametrize("kw", [{"repeats": 0}, {"warmup": 0}])
+def test_time_calls_rejects_zero_repeats_or_warmup(kw):
+    with pytest.raises(ValueError, match="at least 1"):
+        bench.time_calls(lambda: None, lambda r: None, **kw)
+
+
+def test_jax_record_is_tidy_and_consistent():
+    r = bench.matmul(64, "float32", "jax", repeats=3)
+    assert (r.framework, r.device, r.platform, r.op, r.size, r.dtype) == ("jax", "cpu", "cpu", "matmul", 64, "float32")
+    assert r.flops == 2 * 64**3 and r.bytes == 3 * 64 * 64 * 4
+    assert r.min_seconds <= r.seconds <= r.max_seconds and len(r.times) == 3
+    assert r.flops_per_s == pytest.approx(r.flops / r.seconds)
+    assert r.compile_seconds > 0 and r.peak_basis.startswith("CPU float32 estimate")
+    assert r.percent_of_peak == pytest.approx(100 * r.flops_per_s / r.peak_flops)
+    json.dumps(r.to_dict())
+
+
+def test_rectangular_matmul_has_no_size_but_the_right_shapes():
+    r = bench.matmul((32, 16, 8), "float32", "numpy", repeats=1)
+    assert r.size is None and r.shapes == [[32, 16], [16, 8]] and r.flops == 2 * 32 * 16 * 8
+
+
+def test_add_is_measured_with_its_own_flops_and_bytes():
+    r = bench.run("add", 128, "float32", "jax", repeats=2)
+    assert r.flops == 128 * 128 and r.bytes == 3 * 128 * 128 * 4 and r.intensity == pytest.approx(1 / 12)
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_other_frameworks_give_the_same_kind_of_record(framework):
+    r = bench.matmul(64, "float32", framework, repeats=2)
+    assert r.framework == framework and r.platform == "cpu" and r.flops_per_s > 0
+
+
+@pytest.mark.slow
+def test_torch_xla_is_timed_through_sync_in_a_fresh_process():
+    code = ("from tpututor import bench; r = bench.matmul(64, 'float32', 'torch_xla', repeats=2); "
+            "print(r.platform, r.first_call_seconds > r.seconds)")
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.stdout.split()[-2:] == ["cpu", "True"], out.stderr[-2000:]
+
+
+def test_torch_xla_after_tensorflow_is_refused_with_the_fix():
+    code = ("import sys; sys.modules['tensorflow'] = type(sys)('tensorflow')\n"
+            "from tpututor import bench\n"
+            "try:\n    bench.matmul(8, 'float32', 'torch_xla')\nexcept bench.UnsupportedError as e:\n    print(e)")
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "Restart the kernel and use torch_xla before TensorFlow" in out.stdout
+
+
+@pytest.mark.parametrize("framework, dtype, reason", [
+    ("numpy", "bfloat16", "NumPy has no fast bfloat16"),
+    ("jax", "float64", "jax_enable_x64"),
+    ("torch", "int8", "no general int8 matmul"),
+])
+def test_dtypes_a_framework_cannot_do_raise_unsupported(framework, dtype, reason):
+    with pytest.raises(bench.UnsupportedError, match=reason):
+        bench.matmul(16, dtype, framework)
+
+
+@pytest.mark.parametrize("args, message", [
+    (dict(size=0), "positive integer"), (dict(size=(4, 4)), "positive integer"),
+    (dict(dtype="float128"), "unknown dtype"), (dict(framework="mxnet"), "unknown framework"),
+])
+def test_bad_arguments_are_clear_errors(args, message):
+    kw = {"size": 16, "dtype": "float32", "framework": "jax", **args}
+    with pytest.raises(ValueError, match=message):
+        bench.matmul(kw["size"], kw["dtype"], kw["framework"])
+
+
+def test_sweep_skips_unsupported_combinations_with_a_note(capsys):
+    records = bench.sweep([16, 32], ["float32", "bfloat16"], ["numpy"], progress=False, repeats=1)
+    assert [(r.size, r.dtype) for r in records] == [(16, "float32"), (32, "float32")]
+    assert "skipped numpy bfloat16" in capsys.readouterr().out
+
+
+def test_available_lists_the_installed_frameworks():
+    assert set(bench.available()) == set(bench.FRAMEWORKS)  # the course environment has them all
+
+
+def test_table_has_a_row_per_record():
+    r = bench.matmul(16, "float32", "numpy", repeats=1)
+    lines = bench.table([r, r]).splitlines()
+    assert len(lines) == 4 and lines[0].split()[:3] == ["framework", "device", "op"]
+
+
+# ----------------------------------------------------------------- CLI
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "tpututor", "bench", *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def test_cli_bench_json_lists_one_record_per_size():
+    out = cli("matmul", "--sizes", "64,128", "--dtype", "float32", "--repeats", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    records = json.loads(out.stdout)
+    assert [r["size"] for r in records] == [64, 128]
+    for r in records:
+        assert {"framework", "device", "size", "dtype", "seconds", "flops_per_s", "percent_of_peak"} <= set(r)
+
+
+def test_cli_bench_table_names_the_peak_it_compares_with():
+    out = cli("matmul", "--sizes", "64", "--framework", "numpy", "--repeats", "1")
+    assert out.returncode == 0 and "numpy" in out.stdout and "peak: CPU float32 estimate" in out.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["matmul", "--sizes", "0,512"], "sizes must be positive"),
+    (["matmul", "--sizes", "-4"], "sizes must be positive"),
+    (["matmul", "--sizes", "big"], "whole numbers"),
+    (["matmul", "--dtype", "float128"], "unknown dtype 'float128'"),
+    (["matmul", "--sizes", "64", "--dtype", "bfloat16", "--framework", "numpy"], "no fast bfloat16"),
+    (["matmul", "--sizes", "64", "--dtype", "float64"], "jax_enable_x64"),
+    (["matmul", "--repeats", "0"], "positive whole number"),
+    (["conv"], "invalid choice"),
+])
+def test_cli_bench_bad_arguments_exit_2_with_a_clear_message(args, message):
+    out = cli(*args)
+    assert out.returncode == 2 and message in out.stderr
