@@ -202,3 +202,11 @@ def test_cli_bench_table_names_the_peak_it_compares_with():
 def test_cli_bench_bad_arguments_exit_2_with_a_clear_message(args, message):
     out = cli(*args)
     assert out.returncode == 2 and message in out.stderr
+
+
+def test_second_tpu_runtime_in_one_process_is_refused_with_the_fix(monkeypatch):
+    monkeypatch.setattr(bench, "_tpu_attached", lambda: True)
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    monkeypatch.setitem(__import__("sys").modules, "torch_xla", type(__import__("sys"))("torch_xla"))
+    with pytest.raises(bench.UnsupportedError, match="--framework jax"):
+        bench.matmul(8, "float32", "jax")

@@ -123,6 +123,7 @@ class _Prepared:
 
 
 def _jax(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
+    _refuse_second_tpu_owner("jax", "torch_xla")
     import jax
     import jax.numpy as jnp
 
@@ -182,17 +183,31 @@ def _torch(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
     return _Prepared(call, sync, name, "gpu" if cuda else "cpu")
 
 
+def _tpu_attached() -> bool:
+    from .runtime import detect_accelerator
+
+    return detect_accelerator().kind == "tpu"
+
+
+def _refuse_second_tpu_owner(framework: str, other: str) -> None:
+    """A TPU belongs to one runtime per process: JAX and torch_xla cannot share it."""
+    if other in sys.modules and _tpu_attached() and os.environ.get("PJRT_DEVICE", "TPU") != "CPU":
+        raise UnsupportedError(
+            f"{other} is imported in this process and a TPU is attached: once {other} has started it "
+            f"holds the TPU, and {framework} would wait for it forever. Time {framework} in a separate "
+            f"process: python -m tpututor bench matmul --framework {framework}"
+        )
+
+
 def _ensure_torch_xla_importable() -> None:
     if "tensorflow" in sys.modules and "torch_xla" not in sys.modules:
         raise UnsupportedError(
             "TensorFlow is already imported in this process, and importing torch_xla after it aborts "
             "the process. Restart the kernel and use torch_xla before TensorFlow, or run it in another process."
         )
-    if "PJRT_DEVICE" not in os.environ:
-        from .runtime import detect_accelerator
-
-        if detect_accelerator().kind != "tpu":  # torch_xla never picks CUDA itself; say CPU, quietly
-            os.environ["PJRT_DEVICE"] = "CPU"
+    _refuse_second_tpu_owner("torch_xla", "jax")
+    if "PJRT_DEVICE" not in os.environ and not _tpu_attached():
+        os.environ["PJRT_DEVICE"] = "CPU"  # torch_xla never picks CUDA itself; say CPU, quietly
 
 
 def _torch_xla(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
