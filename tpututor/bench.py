@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Sequence
 from . import hardware, roofline
 
 __all__ = ["Record", "UnsupportedError", "FRAMEWORKS", "DTYPES", "OPS", "run", "matmul", "sweep",
-           "time_calls", "available", "check_dtype"]
+           "jax_function", "time_calls", "available", "check_dtype", "table"]
 
 FRAMEWORKS = ("jax", "numpy", "torch", "torch_xla", "tensorflow")
 DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
@@ -339,6 +339,43 @@ def run(op: str, size: int | Sequence[int], dtype: str = "float32", framework: s
 def matmul(size: int | Sequence[int], dtype: str = "float32", framework: str = "jax", **kw) -> Record:
     """Measure ``(m, k) @ (k, n)`` (or n x n) in one framework; see :func:`run`."""
     return run("matmul", size, dtype, framework, **kw)
+
+
+def jax_function(fn: Callable, *args, jit: bool = True, name: str | None = None, flops: float | None = None,
+                 bytes: float | None = None, repeats: int = 5, warmup: int = 1) -> Record:
+    """Time any JAX function, compiled whole (``jit=True``) or run op by op as Python calls it.
+
+    FLOPs and bytes default to XLA's cost analysis of the compiled function
+    (the fused program); pass them to describe the op-by-op run instead.
+    """
+    import jax
+
+    _refuse_second_tpu_owner("jax", "torch_xla")
+    leaves = jax.tree_util.tree_leaves(args)
+    jax.block_until_ready(leaves)
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    cost = compiled.cost_analysis() or {}
+    if isinstance(cost, list):
+        cost = cost[0] if cost else {}
+    flops = float(cost.get("flops", 0.0)) if flops is None else flops
+    moved = float(cost.get("bytes accessed", 0.0)) if bytes is None else bytes
+    call = (lambda: compiled(*args)) if jit else (lambda: fn(*args))
+    first, times = time_calls(call, jax.block_until_ready, warmup=warmup, repeats=repeats)
+    median = statistics.median(times)
+    device = leaves[0].devices().pop() if leaves and hasattr(leaves[0], "devices") else jax.devices()[0]
+    dtype = str(leaves[0].dtype) if leaves else "-"
+    peak, basis = peak_for(device.device_kind, device.platform, dtype if dtype in DTYPES else "float32")
+    return Record(
+        framework="jax" if jit else "jax (op by op)", device=device.device_kind, platform=device.platform,
+        op=name or getattr(fn, "__name__", "function"), shapes=[list(getattr(a, "shape", ())) for a in leaves],
+        dtype=dtype, size=None, seconds=median, min_seconds=min(times), max_seconds=max(times),
+        repeats=repeats, compile_seconds=compile_s if jit else None, first_call_seconds=first,
+        flops=flops, bytes=moved, flops_per_s=flops / median, bytes_per_s=moved / median,
+        intensity=flops / moved if moved else 0.0, peak_flops=peak,
+        percent_of_peak=100 * flops / median / peak if peak and flops else None, peak_basis=basis, times=times,
+    )
 
 
 def sweep(sizes: Iterable[int], dtypes: Iterable[str] = ("float32",), frameworks: Iterable[str] = ("jax",),
