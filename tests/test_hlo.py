@@ -90,6 +90,7 @@ def test_a_dot_is_counted_and_a_host_callback_is_a_custom_call():
 
     called = hlo.jax_stages(with_callback, X).optimized
     assert called.ops["custom-call"] == 1 and called.custom_calls and called.kernels >= 3
+    assert called.host_calls == 1 and dense.optimized.host_calls == 0
 
 
 def test_static_arguments_reach_the_traced_function():
@@ -219,3 +220,24 @@ def test_jax_function_times_op_by_op_and_fused_runs():
     assert eager.framework == "jax (op by op)" and fused.framework == "jax"
     assert fused.compile_seconds > 0 and eager.compile_seconds is None
     assert fused.bytes == hlo.jax_stages(softmax, X).cost["bytes accessed"] and fused.op == "softmax"
+
+
+def test_library_matmuls_and_tpu_host_transfers_are_counted():
+    text = """HloModule m
+ENTRY %e (a: f32[8,8], b: f32[8,8]) -> f32[8,8] {
+  %a = f32[8,8]{1,0} parameter(0)
+  %b = f32[8,8]{1,0} parameter(1)
+  %g = (f32[8,8]{1,0}, s8[64]{0}) custom-call(%a, %b), custom_call_target="__cublas$gemm"
+  %t = token[] after-all()
+  %s = (f32[8,8]{1,0}, u32[], token[]) send(%a, %t), channel_id=1, is_host_transfer=true
+  %sd = token[] send-done(%s), channel_id=1, is_host_transfer=true
+  ROOT %r = f32[8,8]{1,0} get-tuple-element(%g), index=0
+}
+"""
+    summary = hlo.summarize(text)
+    assert summary.dots == 1 and summary.host_calls == 1 and summary.custom_calls == ["__cublas$gemm"]
+
+
+def test_fusion_op_lists_leave_out_the_reducers_helper_computation(softmax_stages):
+    for _, _, ops in hlo.fusions(softmax_stages.optimized_hlo):
+        assert "maximum" not in ops or "reduce" not in ops  # reduce's to_apply region is not listed

@@ -400,13 +400,14 @@ def sweep(sizes: Iterable[int], dtypes: Iterable[str] = ("float32",), frameworks
 
 def table(records: Sequence[Record]) -> str:
     """A plain-text table of records."""
-    head = ("framework", "device", "op", "size", "dtype", "median ms", "spread ms", "GFLOP/s", "% peak")
+    head = ("framework", "device", "op", "size", "dtype", "median ms", "spread ms", "GFLOP/s", "GB/s", "% peak")
     rows = [head]
     for r in records:
         size = str(r.size) if r.size else "x".join(map(str, r.shapes[0]))
         pct = f"{r.percent_of_peak:.1f}" if r.percent_of_peak is not None else "-"
         rows.append((r.framework, r.device, r.op, size, r.dtype, f"{r.seconds * 1e3:.3f}",
-                     f"{r.min_seconds * 1e3:.2f}-{r.max_seconds * 1e3:.2f}", f"{r.flops_per_s / 1e9:,.1f}", pct))
+                     f"{r.min_seconds * 1e3:.2f}-{r.max_seconds * 1e3:.2f}", f"{r.flops_per_s / 1e9:,.1f}",
+                     f"{r.bytes_per_s / 1e9:,.1f}", pct))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]

@@ -38,6 +38,10 @@ COLLECTIVES = frozenset({
     "collective-permute-start", "collective-permute-done", "ragged-all-to-all",
 })
 DOTS = frozenset({"dot", "convolution", "ragged-dot"})
+# Library matmuls appear as custom-calls (cuBLAS on GPU, oneDNN on CPU).
+_DOT_TARGETS = ("gemm", "matmul", "conv")
+# Ways a program hands data to the host and back.
+HOST_OPS = frozenset({"send", "recv", "infeed", "outfeed"})
 
 
 @dataclass
@@ -158,17 +162,19 @@ class Summary:
     kernels: int  # entry ops that do work (not parameter/constant/tuple/get-tuple-element/bitcast)
     fusions: Counter  # fusion kind -> count
     fused_ops: Counter  # opcodes inside fusions
-    dots: int  # dot/convolution, in the entry computation or inside fusions
+    dots: int  # dot/convolution (or a library matmul custom-call), anywhere in the program
     collectives: Counter
     parameters: int
     custom_calls: list[str]
+    host_calls: int  # host callbacks and send/recv/infeed/outfeed: round trips to the host
 
     def row(self) -> dict[str, Any]:
         """The summary as one flat row (for tables)."""
         return {
             "module": self.name, "kernels": self.kernels, "fusions": sum(self.fusions.values()),
             "fusion kinds": ", ".join(f"{k} {v}" for k, v in sorted(self.fusions.items())) or "-",
-            "dots": self.dots, "collectives": sum(self.collectives.values()), "parameters": self.parameters,
+            "dots": self.dots, "collectives": sum(self.collectives.values()), "host calls": self.host_calls,
+            "parameters": self.parameters,
             "top ops": ", ".join(f"{k} {v}" for k, v in self.ops.most_common(4)),
         }
 
@@ -197,32 +203,40 @@ def summarize(module: Module | str) -> Summary:
     entry = module.entry
     ops = Counter(i.opcode for i in entry.instructions)
     fusions = Counter(i.fusion_kind or "unknown" for i in entry.instructions if i.opcode == "fusion")
-    bodies = _called(module, [c for i in entry.instructions if i.opcode == "fusion" for c in i.calls])
+    bodies = [module.computations[c] for i in entry.instructions if i.opcode == "fusion" for c in i.calls
+              if c in module.computations]
     fused_ops = Counter(i.opcode for comp in bodies for i in comp.instructions if i.opcode != "parameter")
     everything = _called(module, [entry.name])
     all_ops = Counter(i.opcode for comp in everything for i in comp.instructions)
+    targets = [i.custom_call_target for comp in everything for i in comp.instructions
+               if i.opcode == "custom-call" and i.custom_call_target]
+    library_dots = sum(any(t in target.lower() for t in _DOT_TARGETS) for target in targets)
     return Summary(
         name=module.name,
         ops=ops,
         kernels=sum(n for op, n in ops.items() if op not in FREE_OPS),
         fusions=fusions,
         fused_ops=fused_ops,
-        dots=sum(all_ops[d] for d in DOTS),
+        dots=sum(all_ops[d] for d in DOTS) + library_dots,
         collectives=Counter({op: n for op, n in all_ops.items() if op in COLLECTIVES}),
         parameters=ops["parameter"],
-        custom_calls=[i.custom_call_target for comp in everything for i in comp.instructions
-                      if i.opcode == "custom-call" and i.custom_call_target],
+        custom_calls=targets,
+        host_calls=sum(all_ops[o] for o in HOST_OPS) + sum("callback" in t.lower() for t in targets),
     )
 
 
 def fusions(module: Module | str) -> list[tuple[str, str, list[str]]]:
-    """(name, kind, ops inside) for each fusion in the entry computation, in program order."""
+    """(name, kind, ops inside) for each fusion in the entry computation, in program order.
+
+    The ops are the fused computation's own instructions, in its order; the tiny
+    computations a reduce applies (its ``add`` or ``maximum``) are not listed.
+    """
     module = parse(module) if isinstance(module, str) else module
     out = []
     for inst in module.entry.instructions:
         if inst.opcode == "fusion":
-            body = _called(module, inst.calls)
-            ops = [i.opcode for comp in body for i in comp.instructions if i.opcode not in ("parameter",)]
+            body = [module.computations[c] for c in inst.calls if c in module.computations]
+            ops = [i.opcode for comp in body for i in comp.instructions if i.opcode != "parameter"]
             out.append((inst.name, inst.fusion_kind or "unknown", ops))
     return out
 
@@ -379,15 +393,17 @@ def compiles() -> Iterator[list[str]]:
 
     logger = logging.getLogger("jax")
     handler = _Collector()
-    previous = (jax.config.jax_log_compiles, logger.propagate, logger.level)
+    previous = (jax.config.jax_log_compiles, logger.propagate, logger.level, logger.handlers[:])
     jax.config.update("jax_log_compiles", True)
-    logger.addHandler(handler)
-    logger.propagate = False  # keep the log lines out of the notebook; the names are returned
+    # Keep the log lines out of the notebook (some JAX versions give "jax" its own stderr
+    # handler); the names are returned instead.
+    logger.handlers = [handler]
+    logger.propagate = False
     logger.setLevel(logging.WARNING)
     try:
         yield handler.names
     finally:
-        logger.removeHandler(handler)
         jax.config.update("jax_log_compiles", previous[0])
         logger.propagate = previous[1]
         logger.setLevel(previous[2])
+        logger.handlers = previous[3]
