@@ -5,9 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 
 from tpututor import fakes
+
+# The SPMD tests shard over 8 devices: simulate them before any test starts JAX's backend.
+# (Only this process: subprocesses and notebook kernels start with their own settings.)
+jax.config.update("jax_num_cpu_devices", 8)
 from tpututor.runtime import Host
 
 ROOT = Path(__file__).resolve().parent.parent

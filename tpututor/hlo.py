@@ -26,6 +26,7 @@ from typing import Any, Iterator, Sequence
 
 __all__ = [
     "Instruction", "Computation", "Module", "Summary", "parse", "summarize", "compare", "fusions", "entry_text",
+    "shape_bytes",
     "JaxStages", "jax_stages", "tf_stages", "torch_xla_stages", "cost_record", "memory_record",
     "jaxpr_bytes", "compiles", "COLLECTIVES",
 ]
@@ -53,6 +54,12 @@ class Instruction:
     fusion_kind: str | None = None  # kLoop, kInput, kOutput, kCustom
     calls: list[str] = field(default_factory=list)
     custom_call_target: str | None = None
+    text: str = ""  # operands and attributes, as written after the opcode
+
+    @property
+    def bytes(self) -> int:
+        """Size of the result in bytes (tuples summed)."""
+        return shape_bytes(self.shape)
 
 
 @dataclass
@@ -150,7 +157,32 @@ def _parse_instruction(line: str) -> Instruction | None:
     target = _TARGET.search(rest)
     return Instruction(m.group(2), op.group(1), shape, bool(m.group(1)),
                        kind.group(1) if kind and op.group(1) == "fusion" else None, calls,
-                       target.group(1) if target else None)
+                       target.group(1) if target else None, rest[op.end():])
+
+
+_DTYPE_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "f8e4m3fn": 8, "f8e5m2": 8, "s16": 16, "u16": 16,
+               "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64,
+               "c64": 64, "c128": 128}
+_ARRAY = re.compile(r"\b([a-z]\w*)\[([\d,\s]*)\]")
+
+
+def shape_bytes(shape: str) -> int:
+    """Bytes of an HLO shape such as ``f32[16,16]{1,0}`` or a tuple ``(f32[2], s32[])``.
+
+    Unknown element types (token, opaque) count as zero bytes.
+    """
+    total = 0
+    for dtype, dims in _ARRAY.findall(shape):
+        bits = _DTYPE_BITS.get(dtype)
+        if bits is None and dtype.startswith("f8"):
+            bits = 8
+        if bits is None:
+            continue
+        n = 1
+        for d in filter(None, (x.strip() for x in dims.split(","))):
+            n *= int(d)
+        total += n * bits // 8
+    return total
 
 
 @dataclass
