@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 from conftest import PYTHON
-from tpututor import check, choose, profile
+from tpututor import check, choose
+from tpututor import run_profile as profile
 
 HEAVY = ("jax", "jaxlib", "tensorflow", "torch", "torch_xla", "numpy", "matplotlib", "papermill")
 
@@ -15,7 +16,7 @@ HEAVY = ("jax", "jaxlib", "tensorflow", "torch", "torch_xla", "numpy", "matplotl
 def test_import_tpututor_imports_no_framework():
     code = (
         "import sys, tpututor, tpututor.runtime, tpututor.hardware, tpututor.doctor, tpututor.check, "
-        "tpututor.config, tpututor.fakes, tpututor.runner, tpututor.cli, tpututor.bench, tpututor.roofline, tpututor.hlo, tpututor.metrics, tpututor.mesh\n"
+        "tpututor.config, tpututor.fakes, tpututor.runner, tpututor.cli, tpututor.bench, tpututor.roofline, tpututor.hlo, tpututor.metrics, tpututor.mesh, tpututor.profile\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
