@@ -1,0 +1,164 @@
+"""tpututor.profile on traces the installed JAX and torch_xla write, and the XProf server."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+import subprocess
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import PYTHON, ROOT
+from tpututor import profile as traces
+
+
+@pytest.fixture(scope="module")
+def jax_trace(tmp_path_factory):
+    """Three annotated steps: host work (NumPy) then a jitted matmul chain, read back with float()."""
+    logdir = tmp_path_factory.mktemp("jax-profile")
+    f = jax.jit(lambda a: jnp.tanh(a @ a) @ a)
+    x = jnp.ones((256, 256))
+    f(x).block_until_ready()
+    with jax.profiler.trace(str(logdir)):
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                with jax.profiler.TraceAnnotation("host work"):
+                    np.linalg.svd(np.random.default_rng(i).standard_normal((200, 200)))
+                float(f(x)[0, 0])
+    return logdir
+
+
+def test_load_finds_the_newest_run_and_parses_events(jax_trace):
+    t = traces.load(jax_trace)
+    assert t.run_dir.parent.name == "profile" and t.file.name.endswith(".trace.json.gz")
+    assert t.events and t.host_thread is not None and len(t.step_events) == 3
+    assert any(e.name == "host work" for e in t.events)
+
+
+def test_a_run_folder_or_the_file_itself_also_loads(jax_trace):
+    run = traces.latest_run(jax_trace)
+    assert len(traces.load(run).events) == len(traces.load(next(run.glob("*.trace.json.gz"))).events)
+
+
+def test_top_ops_rank_the_device_ops_and_their_shares_sum_to_one(jax_trace):
+    t = traces.load(jax_trace)
+    ops = traces.top_ops(t, n=50)
+    assert ops and ops[0][2] >= ops[-1][2]
+    assert sum(share for *_, share in ops) == pytest.approx(1.0)
+    assert not any(name.startswith(("end: ", "$", "ThreadpoolListener")) for name, *_ in ops)
+    assert "| device op | count |" in traces.op_table(t)
+
+
+def test_steps_split_into_device_host_and_idle(jax_trace):
+    breakdown = traces.steps(traces.load(jax_trace))
+    assert [b.step for b in breakdown] == [0, 1, 2]
+    for b in breakdown:
+        assert b.device_us > 0 and b.host_us > 0 and b.idle_us >= 0
+        assert b.device_us + b.host_us + b.idle_us == pytest.approx(b.total_us, rel=1e-6, abs=1e-3)
+    assert "| step | total ms |" in traces.step_table(breakdown)
+
+
+def test_timeline_and_compare(jax_trace, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    t = traces.load(jax_trace)
+    ax = traces.plot_timeline(t)
+    assert ax.get_yticklabels() and ax.get_xlabel().startswith("ms since")
+    ax.figure.savefig(tmp_path / "timeline.png")
+    table = traces.compare(t, t, ("a", "b"))
+    assert table.splitlines()[0] == "| | a | b |" and "| device busy |" in table
+
+
+def test_overall_covers_the_device_work_after_the_last_step(jax_trace):
+    t = traces.load(jax_trace)
+    whole = traces.overall(t)
+    assert whole.total_us >= t.step_events[-1].end - t.step_events[0].ts
+    assert whole.device_us + whole.host_us + whole.idle_us == pytest.approx(whole.total_us, rel=1e-6, abs=1e-3)
+    assert whole.device_us >= sum(b.device_us for b in traces.steps(t)) - 1e-6
+
+
+def test_a_trace_without_step_annotations_says_how_to_add_them(tmp_path):
+    with jax.profiler.trace(str(tmp_path)):
+        jnp.ones(8).block_until_ready()
+    with pytest.raises(ValueError, match="StepTraceAnnotation"):
+        traces.steps(traces.load(tmp_path))
+
+
+def test_missing_directory_and_missing_run_are_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no profile log directory at"):
+        traces.load(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match=f"no profile run under {tmp_path}"):
+        traces.load(tmp_path)
+
+
+def test_a_run_without_the_json_trace_points_to_xprof(tmp_path):
+    run = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    (run / "vm.xplane.pb").write_bytes(b"\x00")
+    with pytest.raises(FileNotFoundError, match="no \\*.trace.json.gz in .*2026_01_01"):
+        traces.load(tmp_path)
+
+
+def test_a_truncated_trace_is_a_clear_error(tmp_path):
+    run = tmp_path / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    data = gzip.compress(json.dumps({"traceEvents": [{"ph": "X", "name": "a", "ts": 0, "dur": 1}]}).encode())
+    (run / "vm.trace.json.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="not a complete gzipped trace.*interrupted"):
+        traces.load(tmp_path)
+
+
+def test_malformed_events_are_skipped_not_fatal(tmp_path):
+    run = tmp_path / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+              {"ph": "X", "pid": 1, "tid": 1, "name": "ok", "ts": 0, "dur": 5},
+              {"ph": "X", "pid": 1, "tid": 1, "name": "no time"}, {"ph": "X", "ts": "soon"}, "garbage", 7]
+    with gzip.open(run / "vm.trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    t = traces.load(tmp_path)
+    assert [e.name for e in t.events] == ["ok"] and t.events[0].process == "/host:CPU"
+
+
+@pytest.mark.slow
+def test_torch_xla_traces_read_the_same_way(tmp_path):
+    code = textwrap.dedent("""
+        import sys, torch, torch_xla
+        import torch_xla.core.xla_model as xm
+        import torch_xla.debug.profiler as xp
+        x = torch.randn(256, 256).to(torch_xla.device())
+        torch_xla.sync()
+        xp.start_trace(sys.argv[1])
+        for i in range(2):
+            with xp.StepTrace("train", step_num=i):
+                y = x @ x
+        xm.wait_device_ops()
+        xp.stop_trace()
+    """)
+    out = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT, env={**os.environ, "PJRT_DEVICE": "CPU"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    t = traces.load(tmp_path)
+    assert "dot" in [name for name, *_ in traces.top_ops(t)] and len(t.step_events) == 2
+
+
+@pytest.mark.slow
+def test_xprof_server_on_localhost_lists_the_run_and_stops(jax_trace):
+    with traces.serve(jax_trace, timeout=120) as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        assert server.runs() == [traces.latest_run(jax_trace).name]
+        with pytest.raises(OSError):  # bound to 127.0.0.1 only, not to the machine's other addresses
+            other = [a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")]
+            if not other:
+                raise OSError("no other address to try")
+            socket.create_connection((other[0], server.port), timeout=2)
+    assert server.process.poll() is not None, "the server process has ended"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2)
