@@ -14,7 +14,7 @@ LAB_PORT ?= 8888
 LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: run test lab sync clean distclean lock reference
+.PHONY: run test lab sync badges clean distclean lock reference
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ lab: $(STAMP)
 sync: $(STAMP)
 	$(VENV)/bin/jupytext --sync notebooks/[0-9]*.md
 	$(VENV)/bin/jupyter nbconvert --clear-output --inplace --log-level=WARN notebooks/[0-9]*.ipynb
+
+# Badges, setup cells, Colab metadata and the README's lesson table, from [tool.tpututor] in pyproject.toml.
+badges: $(STAMP)
+	$(PY) -m tpututor.launch
+	$(MAKE) --no-print-directory sync
 
 # Expected outputs of the cells tagged nbval-check-output (tests/reference/), from a ci run.
 reference: $(STAMP)
