@@ -14,7 +14,7 @@ LAB_PORT ?= 8888
 LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: run test lab sync badges clean distclean lock reference
+.PHONY: run test lab sync badges student workshop clean distclean lock reference
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ sync: $(STAMP)
 badges: $(STAMP)
 	$(PY) -m tpututor.launch
 	$(MAKE) --no-print-directory sync
+
+# The student build: every lesson with its worked answers replaced by stubs, in build/student/.
+student: $(STAMP)
+	$(PY) -m tpututor.student build/student
+
+# The instructor guide, docs/workshop.md, with execution times measured here in both profiles.
+workshop: $(STAMP)
+	$(PY) -m tpututor run --profile ci --out build/workshop-ci --no-html
+	$(PY) -m tpututor run --profile full --out build/workshop-full --no-html
+	$(PY) -m tpututor.workshop build/workshop-ci/timings.json build/workshop-full/timings.json
 
 # Expected outputs of the cells tagged nbval-check-output (tests/reference/), from a ci run.
 reference: $(STAMP)

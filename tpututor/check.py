@@ -21,7 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["ExerciseFailed", "Result", "RESULTS", "attempted", "equal", "close", "that", "summary"]
+__all__ = ["ExerciseFailed", "Result", "RESULTS", "attempted", "equal", "close", "that", "summary", "progress",
+           "report"]
 
 STRICT_ENV = "TPUTUTOR_STRICT_CHECKS"
 
@@ -35,6 +36,11 @@ class Result:
     exercise: str
     status: str  # "passed" | "failed" | "not attempted"
     message: str = ""
+
+    @property
+    def lesson(self) -> str:
+        """The lesson an exercise belongs to: "00" for "00.3b what limits ..."."""
+        return self.exercise.split(".", 1)[0].strip() if "." in self.exercise.split()[0] else "-"
 
     def _ipython_display_(self) -> None:
         """Show nothing when a check is a cell's last line: the result is already printed."""
@@ -115,3 +121,27 @@ def summary(results: list[Result] | None = None) -> dict[str, int]:
     for r in latest.values():
         counts[r.status] += 1
     return counts
+
+
+def progress(results: list[Result] | None = None) -> dict[str, dict[str, int]]:
+    """Per lesson, the counts of :func:`summary` (latest result per exercise)."""
+    latest: dict[str, Result] = {}
+    for r in RESULTS if results is None else results:
+        latest[r.exercise] = r
+    out: dict[str, dict[str, int]] = {}
+    for r in latest.values():
+        counts = out.setdefault(r.lesson, {"passed": 0, "failed": 0, "not attempted": 0})
+        counts[r.status] += 1
+    return dict(sorted(out.items()))
+
+
+def report(results: list[Result] | None = None) -> str:
+    """Print (and return) this session's exercises per lesson: passed, failed, not attempted."""
+    rows = progress(results)
+    lines = ["lesson  passed  failed  not attempted"]
+    lines += [f"{lesson:<7} {c['passed']:>6}  {c['failed']:>6}  {c['not attempted']:>13}" for lesson, c in rows.items()]
+    if not rows:
+        lines.append("(no exercise checked yet in this session)")
+    text = "\n".join(lines)
+    print(text)
+    return text

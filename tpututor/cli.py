@@ -1,6 +1,6 @@
 """``python -m tpututor``: doctor, chips and run.
 
-    python -m tpututor doctor [--json] [--no-probe]
+    python -m tpututor doctor [--json] [--no-probe] [--preflight]
     python -m tpututor chips [--json]
     python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--json]
     python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="skip asking each framework for its devices (fast; devices are null)")
     d.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="seconds each framework probe may take (default 120)")
+    d.add_argument("--preflight", action="store_true",
+                   help="workshop pre-flight: one line per check with a fix; exit 1 if something blocks")
 
     c = sub.add_parser("chips", help="the chip table (TPUs and GPUs) with sources")
     c.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
@@ -106,6 +108,16 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import format_report, report
+
+    if args.preflight:
+        from .preflight import format_checks, run
+
+        checks = run()
+        if args.json:
+            print(json.dumps([asdict(c) for c in checks], indent=2))
+        else:
+            print(format_checks(checks))
+        return 1 if any(c.status == "fail" for c in checks) else 0
 
     doc = report(probe=args.probe, timeout=args.timeout)
     print(json.dumps(doc, indent=2, sort_keys=False) if args.json else format_report(doc))

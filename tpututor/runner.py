@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 from .check import STRICT_ENV
 from .config import ENV_VAR, profile as resolve_profile
 
-__all__ = ["discover", "execute", "run_all", "format_table", "LessonResult", "NOTEBOOKS"]
+__all__ = ["discover", "execute", "run_all", "write_timings", "format_table", "LessonResult", "NOTEBOOKS"]
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 CELL_TIMEOUT = {"ci": 300, "full": 1800}
@@ -153,4 +153,18 @@ def run_all(
         r = execute(path, out_dir, profile=chosen, html=html, device=device)
         print(f"  {r.lesson}: {r.status} in {r.seconds:.1f} s", flush=True)
         results.append(r)
+    write_timings(results, Path(out_dir) / "timings.json", chosen, device)
     return results
+
+
+def write_timings(results: Sequence[LessonResult], path: Path, profile: str, device: str) -> None:
+    """Record a run (profile, machine, date, seconds per lesson) for the instructor guide."""
+    import datetime
+    import json
+    import platform
+
+    doc = {"profile": profile, "machine": device, "date": datetime.date.today().isoformat(),
+           "python": platform.python_version(),
+           "lessons": {r.lesson: {"status": r.status, "seconds": r.seconds} for r in results}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
