@@ -1,0 +1,148 @@
+"""tpututor.strategy on the real CPU path and on faked TPU/GPU discovery; tpututor.cost."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import PYTHON, ROOT
+from tpututor import cost, fakes, strategy
+
+
+class FakeTF:
+    """Just enough of tensorflow for strategy.choose: devices, resolver, strategies."""
+
+    def __init__(self, gpus=0, tpu_ok=True, mirrored_fails=False, started=False):
+        self.calls = []
+        self.logical = ["/device:CPU:0"]
+        fake = self
+
+        class Strategy:
+            def __init__(self, kind, n):
+                self.kind, self.num_replicas_in_sync = kind, n
+
+        def resolver(tpu=None):
+            fake.calls.append(("resolver", tpu))
+            return SimpleNamespace(tpu=tpu)
+
+        def initialize(r):
+            fake.calls.append(("initialize", r.tpu))
+            if not tpu_ok:
+                raise RuntimeError("TPUs not found in the cluster.\nmore detail")
+
+        def mirrored(devices=None):
+            if mirrored_fails:
+                raise RuntimeError("no devices")
+            return Strategy("mirrored", len(devices) if devices else gpus)
+
+        def set_logical(device, configs):
+            if started:
+                raise RuntimeError("Virtual devices cannot be modified after being initialized")
+            fake.logical = [f"/device:CPU:{i}" for i in range(len(configs))]
+
+        self.distribute = SimpleNamespace(
+            cluster_resolver=SimpleNamespace(TPUClusterResolver=resolver),
+            TPUStrategy=lambda r: Strategy("tpu", 8), MirroredStrategy=mirrored,
+            get_strategy=lambda: Strategy("default", 1))
+        self.tpu = SimpleNamespace(experimental=SimpleNamespace(initialize_tpu_system=initialize))
+        self.config = SimpleNamespace(
+            experimental_connect_to_cluster=lambda r: fake.calls.append(("connect", r.tpu)),
+            list_physical_devices=lambda kind: ["gpu"] * gpus if kind == "GPU" else ["cpu"],
+            set_logical_device_configuration=set_logical,
+            LogicalDeviceConfiguration=lambda: object(),
+            list_logical_devices=lambda kind: [SimpleNamespace(name=n) for n in fake.logical])
+
+
+def test_a_tpu_vm_gets_tpu_strategy_through_the_local_resolver(fake):
+    tf = FakeTF()
+    chosen = strategy.choose(tf=tf, host=fake("tpu-vm-v6e-8"))
+    assert (chosen.kind, chosen.replicas) == ("tpu", 8)
+    assert tf.calls == [("resolver", "local"), ("connect", "local"), ("initialize", "local")]
+    assert "TPU v6e x8" in chosen.reason and "tpu='local'" in chosen.reason
+
+
+def test_a_tpu_that_tensorflow_cannot_use_falls_back_and_says_why(fake):
+    machine = fakes.Machine("TPU VM with tensorflow-tpu but the TPU busy", pci=[("0x1ae0", "0x0063")] * 8,
+                            dev=[f"vfio/{i}" for i in range(8)], packages={"tensorflow-tpu": "2.20.0"})
+    chosen = strategy.choose(4, tf=FakeTF(tpu_ok=False), host=fake(machine))
+    assert (chosen.kind, chosen.replicas) == ("cpu", 4)
+    assert "TPUStrategy failed (RuntimeError: TPUs not found in the cluster.)" in chosen.reason
+    assert "tensorflow-tpu" in chosen.reason and "4 logical CPU" in chosen.reason
+
+
+def test_tensorflow_cpu_on_a_tpu_vm_does_not_even_try_the_tpu(fake):
+    tf = FakeTF()
+    chosen = strategy.choose(4, tf=tf, host=fake("kaggle-v5e-8"))  # Kaggle ships tensorflow-cpu
+    assert tf.calls == [] and chosen.replicas == 4
+    assert "TensorFlow here is tensorflow-cpu, which cannot use a TPU" in chosen.reason
+
+
+def test_gpus_get_mirrored_strategy(fake):
+    chosen = strategy.choose(tf=FakeTF(gpus=2), host=fake("colab-t4"))
+    assert (chosen.kind, chosen.replicas) == ("gpu", 2) and "no TPU attached" in chosen.reason
+
+
+def test_a_cpu_is_split_into_logical_replicas(fake):
+    chosen = strategy.choose(3, tf=FakeTF(), host=fake("laptop-cpu"))
+    assert (chosen.kind, chosen.replicas) == ("cpu", 3)
+    assert chosen.reason.endswith("MirroredStrategy over 3 logical CPU device(s) (split the CPU into 3 logical devices)")
+
+
+def test_a_started_tensorflow_keeps_its_devices_and_says_so(fake):
+    chosen = strategy.choose(4, tf=FakeTF(started=True), host=fake("laptop-cpu"))
+    assert chosen.replicas == 1 and "already started" in chosen.reason
+
+
+def test_never_raises_on_a_cpu_even_when_mirrored_fails(fake):
+    chosen = strategy.choose(tf=FakeTF(mirrored_fails=True), host=fake("laptop-cpu"))
+    assert chosen.replicas == 1 and "the default strategy" in chosen.reason
+
+
+def test_zero_replicas_is_a_clear_error():
+    with pytest.raises(ValueError, match="at least 1"):
+        strategy.choose(0, tf=FakeTF())
+
+
+@pytest.mark.slow
+def test_the_real_cpu_path_gives_four_replicas_and_trains():
+    code = textwrap.dedent("""
+        import numpy as np, keras
+        from tpututor import strategy
+        chosen = strategy.choose(4)
+        with chosen.strategy.scope():
+            model = keras.Sequential([keras.layers.Input((4,)), keras.layers.Dense(1)])
+            model.compile(optimizer="sgd", loss="mse")
+        x = np.ones((64, 4), "float32")
+        model.fit(x, x.sum(1, keepdims=True), batch_size=16, epochs=1, verbose=0)
+        print(chosen.kind, chosen.replicas, type(chosen.strategy).__name__)
+    """)
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3", "HOME": "/tmp"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["cpu", "4", "MirroredStrategy"]
+
+
+# ----------------------------------------------------------------- cost
+
+
+@pytest.mark.parametrize("name, chips", [("v5litepod-8", 8), ("v6e-16", 16), ("v4-32", 16), ("v5p-8", 4), ("v5e-1", 1)])
+def test_chips_in_a_slice(name, chips):
+    assert cost.chips_in(name) == chips
+
+
+def test_estimate_is_chips_times_price_times_hours():
+    e = cost.estimate("v6e-16", 2.5, hours=3)
+    assert (e.per_hour, e.per_day, e.total) == (40.0, 960.0, 120.0)
+    assert e.line() == "v6e-16 (16 chips) at $2.50 per chip-hour: $40.00/hour, $960.00/day left running, $120.00 for 3 h"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("v9-8", 1.0), "not a TPU type"), (("v5e-8", -1.0), "non-negative"), (("v5e-8", float("nan")), "non-negative"),
+    (("v5e-8", "cheap"), "non-negative"), (("v5e-8", 1.0, -2), "non-negative"),
+])
+def test_bad_cost_inputs_are_clear_errors(args, message):
+    with pytest.raises(ValueError, match=message):
+        cost.estimate(*args)
