@@ -154,6 +154,9 @@ def _lessons(notebooks: Path) -> list[Path]:
 # Colab opens every lesson on a TPU runtime (free tier: TPU v5e-1); Jupytext keeps these two
 # keys in both files of a pair (see jupytext.toml).
 COLAB_METADATA = "accelerator: TPU\ncolab:\n  gpuType: V5E1\n"
+# Lessons Colab should open on its default CPU runtime instead: TensorFlow is preinstalled there but
+# not on the TPU runtime, and whether tensorflow-tpu initializes on a v5e-1 is unconfirmed.
+CPU_RUNTIME_LESSONS = frozenset({"04_tf_tpustrategy"})
 
 
 def stamp_text(text: str, stem: str, s: Settings) -> str:
@@ -162,7 +165,8 @@ def stamp_text(text: str, stem: str, s: Settings) -> str:
         raise ValueError(f"{stem}: no YAML header (--- ... ---) at the top")
     header, body = text[4:].split("\n---\n", 1)
     header = re.sub(r"^accelerator:.*\n|^colab:\n(?:  .*\n)*", "", header + "\n", flags=re.M).rstrip("\n")
-    text = "---\n" + COLAB_METADATA + header + "\n---\n" + body
+    metadata = "" if stem in CPU_RUNTIME_LESSONS else COLAB_METADATA
+    text = "---\n" + metadata + header + "\n---\n" + body
     block = badges(stem, s) + "\n"
     if _BADGE_BLOCK.search(text):
         text = _BADGE_BLOCK.sub(lambda m: m.group(1) + block, text, count=1)
@@ -175,6 +179,25 @@ def stamp_text(text: str, stem: str, s: Settings) -> str:
     if n != 1:
         raise ValueError(f"{stem}: no code cell tagged setup to stamp")
     return text
+
+
+def _stamp_ipynb_metadata(path: Path) -> bool:
+    """Set the Colab keys in the paired .ipynb too: Jupytext keeps notebook metadata from it."""
+    if not path.exists():
+        return False
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    before = (nb.metadata.get("accelerator"), nb.metadata.get("colab"))
+    nb.metadata.pop("accelerator", None)
+    nb.metadata.pop("colab", None)
+    if path.stem not in CPU_RUNTIME_LESSONS:
+        nb.metadata["accelerator"] = "TPU"
+        nb.metadata["colab"] = {"gpuType": "V5E1"}
+    if before == (nb.metadata.get("accelerator"), nb.metadata.get("colab")):
+        return False
+    nbformat.write(nb, path)
+    return True
 
 
 def lesson_table(notebooks: Path, s: Settings) -> str:
@@ -203,6 +226,8 @@ def stamp(root: str | Path = ROOT) -> list[str]:
         if new != text:
             md.write_text(new)
             changed.append(str(md.relative_to(root)))
+        if _stamp_ipynb_metadata(md.with_suffix(".ipynb")):
+            changed.append(str(md.with_suffix(".ipynb").relative_to(root)))
     readme = root / "README.md"
     text = readme.read_text()
     table = lesson_table(root / "notebooks", s)
