@@ -154,6 +154,7 @@ def test_xprof_server_on_localhost_lists_the_run_and_stops(jax_trace):
     with traces.serve(jax_trace, timeout=120) as server:
         assert server.url.startswith("http://127.0.0.1:")
         assert server.runs() == [traces.latest_run(jax_trace).name]
+        assert "trace_viewer" in " ".join(server.tools(server.runs()[0]))
         with pytest.raises(OSError):  # bound to 127.0.0.1 only, not to the machine's other addresses
             other = [a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")]
             if not other:
@@ -162,3 +163,19 @@ def test_xprof_server_on_localhost_lists_the_run_and_stops(jax_trace):
     assert server.process.poll() is not None, "the server process has ended"
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=2)
+
+
+def test_nested_ops_count_once_and_clone_suffixes_fold(tmp_path):
+    run = tmp_path / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+              {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "tf_XLACpu"}},
+              {"ph": "X", "pid": 1, "tid": 2, "name": "while", "ts": 0, "dur": 10},
+              {"ph": "X", "pid": 1, "tid": 2, "name": "dot.3", "ts": 1, "dur": 4},
+              {"ph": "X", "pid": 1, "tid": 2, "name": "tanh.3.clone", "ts": 5, "dur": 4},
+              {"ph": "X", "pid": 1, "tid": 2, "name": "H2D Dispatch", "ts": 20, "dur": 5},
+              {"ph": "X", "pid": 1, "tid": 2, "name": "Pool::Await", "ts": 30, "dur": 5}]
+    with gzip.open(run / "vm.trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    ops = {name: (count, us) for name, count, us, _ in traces.top_ops(traces.load(tmp_path))}
+    assert ops == {"dot": (1, 4.0), "tanh": (1, 4.0)}

@@ -37,6 +37,7 @@ __all__ = ["Event", "Trace", "StepBreakdown", "latest_run", "load", "top_ops", "
            "op_table", "plot_timeline", "compare", "serve", "Server"]
 
 _BOOKKEEPING = ("end: ", "ThreadpoolListener", "ThunkExecutor", "$")
+_NOT_COMPUTE = ("Dispatch", "::", "H2D", "D2H")  # transfers and runtime waits, not kernels
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,8 @@ class Trace:
         on_device = [e for e in self.events if e.process.startswith("/device:")]
         if on_device:
             return [e for e in on_device if e.thread == "XLA Ops" or e.thread.startswith("Stream")]
-        return [e for e in self.events
-                if e.thread.startswith("tf_XLA") and not e.name.startswith(_BOOKKEEPING)]
+        return [e for e in self.events if e.thread.startswith("tf_XLA") and not e.name.startswith(_BOOKKEEPING)
+                and not any(marker in e.name for marker in _NOT_COMPUTE)]
 
     @functools.cached_property
     def host_thread(self) -> str | None:
@@ -142,10 +143,28 @@ def load(path: str | os.PathLike) -> Trace:
     return Trace(run_dir, file, sorted(events, key=lambda ev: ev.ts))
 
 
+def _leaves(events: list[Event]) -> list[Event]:
+    """The events that contain no other event of their thread (a while loop's body, not the loop)."""
+    out = []
+    by_thread: dict[str, list[Event]] = {}
+    for e in events:
+        by_thread.setdefault(e.thread, []).append(e)
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (e.ts, -e.dur))
+        for i, e in enumerate(evs):
+            nxt = evs[i + 1] if i + 1 < len(evs) else None
+            if nxt is None or nxt.ts >= e.end:
+                out.append(e)
+    return out
+
+
 def top_ops(trace: Trace, n: int = 10) -> list[tuple[str, int, float, float]]:
-    """(op, count, total µs, share of device time) for the device ops that took the most time."""
+    """(op, count, total µs, share of device time) for the device ops that took the most time.
+
+    Only innermost ops count, so a loop and the ops inside it are not counted twice.
+    """
     totals: dict[str, list[float]] = {}
-    for e in trace.device_events:
+    for e in _leaves(trace.device_events):
         rec = totals.setdefault(_op_name(e.name), [0, 0.0])
         rec[0] += 1
         rec[1] += e.dur
@@ -155,7 +174,7 @@ def top_ops(trace: Trace, n: int = 10) -> list[tuple[str, int, float, float]]:
 
 
 def _op_name(name: str) -> str:
-    return re.sub(r"\.\d+$", "", name)  # fusion.3 and fusion.7 are the same kind of op
+    return re.sub(r"(\.\d+)+(\.clone)?$", "", name)  # fusion.3, fusion.7, tanh.3.clone: one kind each
 
 
 def _union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -338,13 +357,20 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
 
-    def runs(self) -> list[str]:
-        """The profile runs the server lists, read over HTTP."""
-        with urllib.request.urlopen(self.url + "data/plugin/profile/runs", timeout=30) as resp:
+    def _get(self, path: str):
+        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
             body = resp.read()
         if body[:2] == b"\x1f\x8b":
             body = gzip.decompress(body)
         return json.loads(body)
+
+    def tools(self, run: str) -> list[str]:
+        """The XProf tools that can open ``run`` (trace viewer, op profile, ...)."""
+        return self._get(f"data/plugin/profile/run_tools?run={run}")
+
+    def runs(self) -> list[str]:
+        """The profile runs the server lists, read over HTTP."""
+        return self._get("data/plugin/profile/runs")
 
     def stop(self) -> None:
         if self.process.poll() is None:
