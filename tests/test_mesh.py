@@ -100,13 +100,19 @@ STRATEGIES = {
 }
 
 
-@pytest.mark.parametrize("name", STRATEGIES)
-def test_sharded_training_step_equals_the_unsharded_one(grid, mlp, name):
+def _placed(grid, mlp, name):
+    """The parameter shardings of a strategy, and the MLP's arguments placed by it."""
     params, x, y = mlp
     specs, data = STRATEGIES[name]
     shard = {k: NamedSharding(grid, s) for k, s in specs.items()}
-    args = (jax.device_put(params, shard), jax.device_put(x, NamedSharding(grid, data)),
-            jax.device_put(y, NamedSharding(grid, data)))
+    return shard, (jax.device_put(params, shard), jax.device_put(x, NamedSharding(grid, data)),
+                   jax.device_put(y, NamedSharding(grid, data)))
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_sharded_training_step_equals_the_unsharded_one(grid, mlp, name):
+    params, x, y = mlp
+    shard, args = _placed(grid, mlp, name)
     new, loss = jax.jit(_mlp_step, out_shardings=(shard, NamedSharding(grid, P())))(*args)
     ref_new, ref_loss = jax.jit(_mlp_step)(params, x, y)
     assert np.isclose(float(loss), float(ref_loss), rtol=1e-5)
@@ -115,11 +121,7 @@ def test_sharded_training_step_equals_the_unsharded_one(grid, mlp, name):
 
 
 def _collectives(grid, mlp, name):
-    params, x, y = mlp
-    specs, data = STRATEGIES[name]
-    shard = {k: NamedSharding(grid, s) for k, s in specs.items()}
-    args = (jax.device_put(params, shard), jax.device_put(x, NamedSharding(grid, data)),
-            jax.device_put(y, NamedSharding(grid, data)))
+    shard, args = _placed(grid, mlp, name)
     return mesh.collectives(jax.jit(_mlp_step, out_shardings=(shard, NamedSharding(grid, P()))).lower(*args).compile())
 
 
