@@ -107,15 +107,17 @@ def test_install_plan_on_faked_runtimes(fake, machine, installed, expected):
 def test_setup_installs_the_plan_then_reports_the_machine_with_a_hint(fake, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: None)  # nothing installed
-    line = launch.setup(fake("colab-cpu"), run=lambda cmd, check: calls.append(cmd))
+    assert launch.setup(fake("colab-cpu"), run=lambda cmd, check: calls.append(cmd)) is None  # shown once
     assert calls and calls[0][5:] == list(launch.ADDONS.values())
+    installing, line = capsys.readouterr().out.splitlines()
+    assert installing.startswith("installing: xprof==2.24.2")
     assert line.startswith("tpututor ") and "colab" in line and "Runtime > Change runtime type > TPU" in line
-    assert "installing: xprof==2.24.2" in capsys.readouterr().out
 
 
-def test_setup_does_nothing_on_a_local_machine_but_report(fake):
+def test_setup_does_nothing_on_a_local_machine_but_report(fake, capsys):
     calls = []
-    line = launch.setup(fake("tpu-vm-v4-8"), run=lambda cmd, check: calls.append(cmd))
+    launch.setup(fake("tpu-vm-v4-8"), run=lambda cmd, check: calls.append(cmd))
+    line = capsys.readouterr().out
     assert calls == [] and "TPU v4 x4" in line and "Change runtime" not in line
 
 

@@ -89,13 +89,14 @@ def test_progress_groups_the_latest_result_per_exercise_by_lesson(monkeypatch, c
     assert check.progress() == {"00": {"passed": 1, "failed": 0, "not attempted": 1},
                                 "01": {"passed": 1, "failed": 0, "not attempted": 0}}
     capsys.readouterr()
-    text = check.report()
-    assert text.splitlines()[1].split() == ["00", "1", "0", "1"] and text == capsys.readouterr().out.strip()
+    assert check.report() is None  # printed, not returned: a notebook cell shows it once
+    text = capsys.readouterr().out.strip()
+    assert text.splitlines()[1].split() == ["00", "1", "0", "1"] and text == check.report_text()
 
 
 def test_report_with_nothing_checked_says_so(monkeypatch):
     monkeypatch.setattr(check, "RESULTS", [])
-    assert "no exercise checked yet" in check.report()
+    assert "no exercise checked yet" in check.report_text()
 
 
 # ----------------------------------------------------------------- pre-flight

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["ExerciseFailed", "Result", "RESULTS", "attempted", "equal", "close", "that", "summary", "progress",
-           "report"]
+           "report", "report_text"]
 
 STRICT_ENV = "TPUTUTOR_STRICT_CHECKS"
 
@@ -135,13 +135,16 @@ def progress(results: list[Result] | None = None) -> dict[str, dict[str, int]]:
     return dict(sorted(out.items()))
 
 
-def report(results: list[Result] | None = None) -> str:
-    """Print (and return) this session's exercises per lesson: passed, failed, not attempted."""
+def report_text(results: list[Result] | None = None) -> str:
+    """This session's exercises per lesson as a small table: passed, failed, not attempted."""
     rows = progress(results)
     lines = ["lesson  passed  failed  not attempted"]
     lines += [f"{lesson:<7} {c['passed']:>6}  {c['failed']:>6}  {c['not attempted']:>13}" for lesson, c in rows.items()]
     if not rows:
         lines.append("(no exercise checked yet in this session)")
-    text = "\n".join(lines)
-    print(text)
-    return text
+    return "\n".join(lines)
+
+
+def report(results: list[Result] | None = None) -> None:
+    """Print this session's exercises per lesson (returns nothing, so a cell shows it once)."""
+    print(report_text(results))

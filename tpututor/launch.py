@@ -127,16 +127,17 @@ def _hint(platform: str, kind: str) -> str:
     return " No accelerator here: the lesson runs on the CPU, and says where a TPU would differ."
 
 
-def setup(host: Host | None = None, run=subprocess.run) -> str:
-    """Install what a Colab or Kaggle runtime lacks, then print (and return) one line about the machine."""
+def setup(host: Host | None = None, run=subprocess.run) -> None:
+    """Install what a Colab or Kaggle runtime lacks, then print one line about the machine.
+
+    It returns nothing, so that a notebook cell ending in ``launch.setup()`` shows the line once.
+    """
     plan = install_plan(host)
     if plan is not None:
         print("installing:", " ".join(plan[5:]), flush=True)
         run(plan, check=True)
     rt = detect(host)
-    line = f"tpututor {__version__} on {rt.summary()}." + _hint(rt.platform.name, rt.accelerator.kind)
-    print(line)
-    return line
+    print(f"tpututor {__version__} on {rt.summary()}." + _hint(rt.platform.name, rt.accelerator.kind))
 
 
 # --------------------------------------------------------------------------- stamping
@@ -144,7 +145,13 @@ def setup(host: Host | None = None, run=subprocess.run) -> str:
 
 _BADGE_BLOCK = re.compile(r"(^# .*\n\n)((?:\[!\[.*\n)+)", re.M)
 _TIME = re.compile(r"\*\*Time:\*\* about (\d+) minutes")
-_NEEDS = re.compile(r"\*\*Needs:\*\*\s+(.+?)(?:[.;]|\n\n)", re.S)
+_NEEDS = re.compile(r"\*\*Needs:\*\*\s+(.+?)(?:\.\s|\n\n)", re.S)
+
+
+def lesson_needs(text: str) -> str | None:
+    """The first sentence after a lesson's **Needs:**, on one line (None when it has none)."""
+    m = _NEEDS.search(text)
+    return " ".join(m.group(1).split()) if m else None
 
 
 def _lessons(notebooks: Path) -> list[Path]:
@@ -207,11 +214,11 @@ def lesson_table(notebooks: Path, s: Settings) -> str:
         text = md.read_text()
         title = re.search(r"^# (.+)$", text, re.M).group(1)
         minutes = _TIME.search(text)
-        needs = _NEEDS.search(text)
+        needs = lesson_needs(text)
         links = " ".join(badges(md.stem, s).splitlines())
         rows.append(f"| [{title}](notebooks/{md.name}) | {links} | "
                     f"{minutes.group(1) + ' min' if minutes else '?'} | "
-                    f"{' '.join(needs.group(1).split()) if needs else '?'} |")
+                    f"{needs or '?'} |")
     return "\n".join(rows)
 
 

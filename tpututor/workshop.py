@@ -58,8 +58,7 @@ def read_lessons(notebooks: Path = ROOT / "notebooks") -> list[Lesson]:
         goals = re.search(r"\*\*You will learn to\*\*\n\n(.*?)\n\n", text, re.S)
         objectives = [" ".join(item.split()) for item in re.split(r"\n- ", "\n" + goals.group(1))[1:]] if goals else []
         minutes = re.search(r"\*\*Time:\*\* about (\d+) minutes", text)
-        needs = re.search(r"\*\*Needs:\*\*\s+(.+?)(?:\.\s|\n\n)", text, re.S)
-        needs_text = " ".join(needs.group(1).split()) if needs else "?"
+        needs_text = launch.lesson_needs(text) or "?"
         prereq = re.search(r"(Lessons? [^.]*?) helps?\.", text)
         out.append(Lesson(md.stem, title, objectives, int(minutes.group(1)) if minutes else None, needs_text,
                           _runtime(needs_text), " ".join(prereq.group(1).split()) if prereq else "none"))
