@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from . import launch
+
 __all__ = ["Lesson", "read_lessons", "guide", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
