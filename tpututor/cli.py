@@ -135,10 +135,11 @@ def _chips(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([asdict(c) for c in rows], indent=2))
         return 0
-    print(f"{'chip':<10} {'bf16 TFLOP/s':>12} {'HBM GiB':>7} {'HBM GB/s':>9} {'ICI/NVLink GB/s':>15}  source")
+    print(f"{'chip':<10} {'bf16 TFLOP/s':>12} {'HBM GiB':>7} {'HBM GB/s':>9} {'ICI/NVLink GB/s*':>16}  source")
     for c in rows:
         print(f"{c.name:<10} {_num(c.bf16_tflops):>12} {_num(c.hbm_gib):>7} {_num(c.hbm_gbps):>9} "
-              f"{_num(c.interconnect_gbps):>15}  {c.source} ({c.source_date})")
+              f"{_num(c.interconnect_gbps):>16}  {c.source} ({c.source_date})")
+    print("* per chip, both directions together, as Google and NVIDIA quote it")
     return 0
 
 

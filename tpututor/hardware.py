@@ -220,7 +220,7 @@ def markdown_table(rows: Iterable[Chip] | None = None, extra: Mapping[str, str] 
     rows = list(chips() if rows is None else rows)
     head = [
         "chip", "bf16 TFLOP/s", "int8 TOP/s", "HBM GiB", "HBM GB/s",
-        "interconnect GB/s", "MXU", "FLOP/B ridge", "source (read)",
+        "interconnect GB/s, both ways", "MXU", "FLOP/B ridge", "source (read)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in rows:
