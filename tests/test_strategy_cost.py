@@ -146,3 +146,39 @@ def test_estimate_is_chips_times_price_times_hours():
 def test_bad_cost_inputs_are_clear_errors(args, message):
     with pytest.raises(ValueError, match=message):
         cost.estimate(*args)
+
+
+def test_every_price_row_names_its_source_and_the_date_it_was_read():
+    rows = cost.prices()
+    assert {(p.chip, p.region) for p in rows} >= {("v5e", "us-central1"), ("v5p", "us-central1"), ("v6e", "us-central1")}
+    for p in rows:
+        assert p.source.startswith("https://") and len(p.source_date) == 10 and p.source_date[:2] == "20"
+        assert 0 < p.on_demand_usd < 20 and (p.spot_usd is None or 0 < p.spot_usd < p.on_demand_usd)
+
+
+def test_estimate_without_a_price_uses_the_tables_row_and_says_so():
+    e = cost.estimate("v6e-16", hours=2)
+    row = cost.price("v6e")
+    assert e.price_per_chip_hour == row.on_demand_usd and e.total == 16 * row.on_demand_usd * 2
+    assert "on-demand list price for v6e in us-central1" in e.basis and row.source_date in e.basis
+    spot = cost.estimate("v5litepod-8", region="europe-west4", spot=True)
+    assert spot.price_per_chip_hour == cost.price("v5e", "europe-west4").spot_usd < cost.price("v5e", "europe-west4").on_demand_usd
+
+
+def test_a_slice_name_finds_its_generations_price():
+    assert cost.price("v5litepod-8") == cost.price("v5e") and cost.price("v5p-8").chip == "v5p"
+
+
+@pytest.mark.parametrize("chip, region", [("v4", "us-central1"), ("v6e", "mars-north1"), ("v4-32", "us-central1")])
+def test_a_price_the_table_lacks_is_a_clear_error_naming_the_fix(chip, region):
+    with pytest.raises(ValueError, match=r"no price for .* look it up on https://cloud.google.com/tpu/pricing and pass price_per_chip_hour="):
+        cost.price(chip, region)
+    if "-" in chip:
+        with pytest.raises(ValueError, match="price_per_chip_hour="):
+            cost.estimate(chip, region=region)
+
+
+def test_price_table_renders_every_row_with_its_source():
+    table = cost.price_table()
+    assert table.count("\n") == 1 + len(cost.prices()) and "skypilot-catalog" in table
+    assert cost.price_table("europe-west4").count("europe-west4") == sum(p.region == "europe-west4" for p in cost.prices())

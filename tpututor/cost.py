@@ -1,21 +1,25 @@
-"""What a TPU run, or a forgotten TPU VM, costs: arithmetic over a price you look up.
+"""What a TPU run, or a forgotten TPU VM, costs: chip-hours times a dated, sourced price.
 
-TPU prices change, differ by region and by commitment (on demand, spot,
-committed use), and are billed per chip-hour while a TPU VM exists (READY),
-whether or not it computes. This module does the arithmetic; the price per
-chip-hour is an argument, taken from https://cloud.google.com/tpu/pricing on
-the day you plan. (A dated, sourced price table is not shipped yet: see the
-course's issue on lesson 04.)
+TPU VMs bill per chip-hour while they exist (READY), whether or not they compute. Prices differ
+by generation, region and commitment (on demand, spot, committed use) and they change, so every
+row of ``data/tpu_prices.csv`` names its source and the date it was read, and
+:func:`estimate` also takes a price you looked up yourself (https://cloud.google.com/tpu/pricing).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
 from .runtime import parse_accelerator_type
 
-__all__ = ["Estimate", "estimate", "chips_in"]
+__all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in"]
+
+PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
 
 
 def chips_in(accelerator_type: str) -> int:
@@ -30,11 +34,74 @@ def chips_in(accelerator_type: str) -> int:
 
 
 @dataclass(frozen=True)
+class Price:
+    """List price of one chip-hour of a generation in a region, with where and when it was read."""
+
+    chip: str
+    region: str
+    on_demand_usd: float
+    spot_usd: float | None
+    source: str
+    source_date: str
+    notes: str = ""
+
+    def per_chip_hour(self, spot: bool = False) -> float:
+        if spot and self.spot_usd is None:
+            raise ValueError(f"no spot price for {self.chip} in {self.region} in the table")
+        return self.spot_usd if spot else self.on_demand_usd
+
+
+@lru_cache(maxsize=1)
+def prices() -> tuple[Price, ...]:
+    """Every row of the price table (``tpututor/data/tpu_prices.csv``)."""
+    text = resources.files("tpututor").joinpath("data/tpu_prices.csv").read_text()
+    rows = []
+    for r in csv.DictReader(io.StringIO(text)):
+        rows.append(Price(r["chip"], r["region"], float(r["on_demand_usd"]),
+                          float(r["spot_usd"]) if r["spot_usd"] else None,
+                          r["source"], r["source_date"], r.get("notes", "")))
+    return tuple(rows)
+
+
+def price(chip: str, region: str = "us-central1") -> Price:
+    """The table's row for ``chip`` (``"v6e"``, or a slice name like ``"v6e-16"``) in ``region``."""
+    parsed = parse_accelerator_type(chip) if isinstance(chip, str) and "-" in chip else None
+    generation = parsed[0] if parsed else chip
+    for row in prices():
+        if row.chip == generation and row.region == region:
+            return row
+    have = sorted({(p.chip, p.region) for p in prices()})
+    listed = ", ".join(f"{c} in {r}" for c, r in have)
+    raise ValueError(f"no price for {chip!r} in {region!r} in tpututor's table (it has {listed}); "
+                     f"look it up on {PRICING_PAGE} and pass price_per_chip_hour=")
+
+
+def _label(url: str) -> str:
+    """``https://github.com/o/repo/blob/<sha>/...`` -> ``repo@<sha7>``; other URLs -> their host."""
+    parts = url.split("/")
+    if len(parts) > 6 and parts[2] == "github.com" and parts[5] == "blob":
+        return f"{parts[4]}@{parts[6][:7]}"
+    return parts[2] if len(parts) > 2 else url
+
+
+def price_table(region: str | None = None) -> str:
+    """The price table as Markdown, with each row's source and the date it was read."""
+    lines = ["| chip | region | on demand, USD per chip-hour | spot | read | source |", "|---|---|---|---|---|---|"]
+    for p in prices():
+        if region is None or p.region == region:
+            spot = f"{p.spot_usd:.2f}" if p.spot_usd is not None else "–"
+            lines.append(f"| {p.chip} | {p.region} | {p.on_demand_usd:.2f} | {spot} | {p.source_date} | "
+                         f"[{_label(p.source)}]({p.source}) |")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
 class Estimate:
     accelerator_type: str
     chips: int
     price_per_chip_hour: float
     hours: float
+    basis: str = "your price"
 
     @property
     def per_hour(self) -> float:
@@ -55,9 +122,27 @@ class Estimate:
                 f"{currency}{self.total:,.2f} for {self.hours:g} h")
 
 
-def estimate(accelerator_type: str, price_per_chip_hour: float, hours: float = 1.0) -> Estimate:
-    """Cost of ``hours`` on a slice at ``price_per_chip_hour`` (look it up; prices change)."""
-    for name, value in (("price_per_chip_hour", price_per_chip_hour), ("hours", hours)):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-    return Estimate(accelerator_type, chips_in(accelerator_type), float(price_per_chip_hour), float(hours))
+def _check_non_negative(name: str, value) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+
+
+def estimate(accelerator_type: str, price_per_chip_hour: float | None = None, hours: float = 1.0, *,
+             region: str = "us-central1", spot: bool = False) -> Estimate:
+    """Cost of ``hours`` on a slice.
+
+    With ``price_per_chip_hour`` given, that price is used; without it, the table's list price
+    for the slice's generation in ``region`` (on demand, or ``spot=True``), and
+    ``Estimate.basis`` says which row and when it was read.
+    """
+    chips = chips_in(accelerator_type)
+    _check_non_negative("hours", hours)
+    if price_per_chip_hour is None:
+        row = price(accelerator_type, region)
+        value = row.per_chip_hour(spot)
+        basis = (f"{'spot' if spot else 'on-demand'} list price for {row.chip} in {row.region}, "
+                 f"read {row.source_date} from {row.source}")
+    else:
+        _check_non_negative("price_per_chip_hour", price_per_chip_hour)
+        value, basis = float(price_per_chip_hour), "your price"
+    return Estimate(accelerator_type, chips, float(value), float(hours), basis)
