@@ -112,24 +112,23 @@ def that(exercise: str, test: Callable[[], bool], *, hint: str) -> Result:
     return _record(Result(exercise, "failed", f"Hint: {hint}"))
 
 
+def _latest(results: list[Result] | None) -> list[Result]:
+    """The last result of each exercise (a learner may run a check several times)."""
+    return list({r.exercise: r for r in (RESULTS if results is None else results)}.values())
+
+
 def summary(results: list[Result] | None = None) -> dict[str, int]:
     """Counts of passed, failed and not-attempted exercises (latest result per exercise)."""
-    latest: dict[str, Result] = {}
-    for r in RESULTS if results is None else results:
-        latest[r.exercise] = r
     counts = {"passed": 0, "failed": 0, "not attempted": 0}
-    for r in latest.values():
+    for r in _latest(results):
         counts[r.status] += 1
     return counts
 
 
 def progress(results: list[Result] | None = None) -> dict[str, dict[str, int]]:
     """Per lesson, the counts of :func:`summary` (latest result per exercise)."""
-    latest: dict[str, Result] = {}
-    for r in RESULTS if results is None else results:
-        latest[r.exercise] = r
     out: dict[str, dict[str, int]] = {}
-    for r in latest.values():
+    for r in _latest(results):
         counts = out.setdefault(r.lesson, {"passed": 0, "failed": 0, "not attempted": 0})
         counts[r.status] += 1
     return dict(sorted(out.items()))

@@ -8,13 +8,11 @@ row of ``data/tpu_prices.csv`` names its source and the date it was read, and
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
+from .hardware import _num, data_rows
 from .runtime import parse_accelerator_type
 
 __all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in"]
@@ -54,18 +52,13 @@ class Price:
 @lru_cache(maxsize=1)
 def prices() -> tuple[Price, ...]:
     """Every row of the price table (``tpututor/data/tpu_prices.csv``)."""
-    text = resources.files("tpututor").joinpath("data/tpu_prices.csv").read_text()
-    rows = []
-    for r in csv.DictReader(io.StringIO(text)):
-        rows.append(Price(r["chip"], r["region"], float(r["on_demand_usd"]),
-                          float(r["spot_usd"]) if r["spot_usd"] else None,
-                          r["source"], r["source_date"], r.get("notes", "")))
-    return tuple(rows)
+    return tuple(Price(r["chip"], r["region"], float(r["on_demand_usd"]), _num(r["spot_usd"]),
+                       r["source"], r["source_date"], r.get("notes", "")) for r in data_rows("tpu_prices.csv"))
 
 
 def price(chip: str, region: str = "us-central1") -> Price:
     """The table's row for ``chip`` (``"v6e"``, or a slice name like ``"v6e-16"``) in ``region``."""
-    parsed = parse_accelerator_type(chip) if isinstance(chip, str) and "-" in chip else None
+    parsed = parse_accelerator_type(chip)  # None for a bare generation like "v6e"
     generation = parsed[0] if parsed else chip
     for row in prices():
         if row.chip == generation and row.region == region:

@@ -108,12 +108,16 @@ def _int(text: str) -> int | None:
     return int(text) if text.strip() else None
 
 
+def data_rows(name: str) -> list[dict[str, str]]:
+    """The rows of one of tpututor's data tables (``tpututor/data/<name>``) as dicts."""
+    return list(csv.DictReader(resources.files("tpututor").joinpath("data", name).read_text().splitlines()))
+
+
 @functools.lru_cache(maxsize=1)
 def chips() -> tuple[Chip, ...]:
     """All rows of the chip table, TPUs first, in generation order."""
-    text = resources.files("tpututor").joinpath("data/chips.csv").read_text()
     rows = []
-    for r in csv.DictReader(text.splitlines()):
+    for r in data_rows("chips.csv"):
         rows.append(
             Chip(
                 name=r["name"],

@@ -56,11 +56,6 @@ class Instruction:
     custom_call_target: str | None = None
     text: str = ""  # operands and attributes, as written after the opcode
 
-    @property
-    def bytes(self) -> int:
-        """Size of the result in bytes (tuples summed)."""
-        return shape_bytes(self.shape)
-
 
 @dataclass
 class Computation:
@@ -160,7 +155,7 @@ def _parse_instruction(line: str) -> Instruction | None:
                        target.group(1) if target else None, rest[op.end():])
 
 
-_DTYPE_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "f8e4m3fn": 8, "f8e5m2": 8, "s16": 16, "u16": 16,
+_DTYPE_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16,
                "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64,
                "c64": 64, "c128": 128}
 _ARRAY = re.compile(r"\b([a-z]\w*)\[([\d,\s]*)\]")
@@ -229,14 +224,18 @@ def _called(module: Module, names: Sequence[str]) -> list[Computation]:
     return out
 
 
+def _bodies(module: Module, inst: Instruction) -> list[Computation]:
+    """The computations an instruction calls directly (a fusion's body)."""
+    return [module.computations[c] for c in inst.calls if c in module.computations]
+
+
 def summarize(module: Module | str) -> Summary:
     """Count what a module's entry computation runs; accepts a :class:`Module` or HLO text."""
     module = parse(module) if isinstance(module, str) else module
     entry = module.entry
     ops = Counter(i.opcode for i in entry.instructions)
     fusions = Counter(i.fusion_kind or "unknown" for i in entry.instructions if i.opcode == "fusion")
-    bodies = [module.computations[c] for i in entry.instructions if i.opcode == "fusion" for c in i.calls
-              if c in module.computations]
+    bodies = [comp for i in entry.instructions if i.opcode == "fusion" for comp in _bodies(module, i)]
     fused_ops = Counter(i.opcode for comp in bodies for i in comp.instructions if i.opcode != "parameter")
     everything = _called(module, [entry.name])
     all_ops = Counter(i.opcode for comp in everything for i in comp.instructions)
@@ -267,8 +266,7 @@ def fusions(module: Module | str) -> list[tuple[str, str, list[str]]]:
     out = []
     for inst in module.entry.instructions:
         if inst.opcode == "fusion":
-            body = [module.computations[c] for c in inst.calls if c in module.computations]
-            ops = [i.opcode for comp in body for i in comp.instructions if i.opcode != "parameter"]
+            ops = [i.opcode for comp in _bodies(module, inst) for i in comp.instructions if i.opcode != "parameter"]
             out.append((inst.name, inst.fusion_kind or "unknown", ops))
     return out
 

@@ -26,10 +26,10 @@ from typing import Sequence
 from urllib.parse import quote
 
 from . import __version__
-from .runtime import Host, detect
+from .runtime import Host, Runtime, detect
 
 __all__ = ["Settings", "settings", "badges", "SETUP_CELL", "ADDONS", "install_plan", "setup", "stamp",
-           "lesson_table", "main"]
+           "lesson_table", "lesson_fields", "lessons", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,17 +98,15 @@ def badges(notebook: str, s: Settings | None = None) -> str:
 # --------------------------------------------------------------------------- run time
 
 
-def _platform(host: Host | None) -> str:
-    return detect(host).platform.name
-
-
-def install_plan(host: Host | None = None, installed: Sequence[str] | None = None) -> list[str] | None:
+def install_plan(host: Host | None = None, installed: Sequence[str] | None = None,
+                 rt: Runtime | None = None) -> list[str] | None:
     """The pip command :func:`setup` would run here, or None when there is nothing to install.
 
     Only on Colab and Kaggle; only the add-ons this runtime lacks; always pinned.
-    ``installed`` (import names) stands in for looking them up, for tests.
+    ``installed`` (import names) stands in for looking them up, for tests; ``rt`` is the
+    machine when the caller has detected it already.
     """
-    if _platform(host) not in ("colab", "colab-enterprise", "kaggle"):
+    if (rt or detect(host)).platform.name not in ("colab", "colab-enterprise", "kaggle"):
         return None
     have = set(installed) if installed is not None else {n for n in ADDONS if importlib.util.find_spec(n)}
     missing = [req for name, req in ADDONS.items() if name not in have]
@@ -132,11 +130,11 @@ def setup(host: Host | None = None, run=subprocess.run) -> None:
 
     It returns nothing, so that a notebook cell ending in ``launch.setup()`` shows the line once.
     """
-    plan = install_plan(host)
+    rt = detect(host)
+    plan = install_plan(host, rt=rt)
     if plan is not None:
         print("installing:", " ".join(plan[5:]), flush=True)
         run(plan, check=True)
-    rt = detect(host)
     print(f"tpututor {__version__} on {rt.summary()}." + _hint(rt.platform.name, rt.accelerator.kind))
 
 
@@ -144,23 +142,27 @@ def setup(host: Host | None = None, run=subprocess.run) -> None:
 
 
 _BADGE_BLOCK = re.compile(r"(^# .*\n\n)((?:\[!\[.*\n)+)", re.M)
+_TITLE = re.compile(r"^# (.+)$", re.M)
 _TIME = re.compile(r"\*\*Time:\*\* about (\d+) minutes")
 _NEEDS = re.compile(r"\*\*Needs:\*\*\s+(.+?)(?:\.\s|\n\n)", re.S)
 
 
-def lesson_needs(text: str) -> str | None:
-    """The first sentence after a lesson's **Needs:**, on one line (None when it has none)."""
-    m = _NEEDS.search(text)
-    return " ".join(m.group(1).split()) if m else None
+def lesson_fields(text: str) -> tuple[str, int | None, str | None]:
+    """A lesson's title, its time in minutes and the first sentence after **Needs:** (on one line)."""
+    minutes, needs = _TIME.search(text), _NEEDS.search(text)
+    return (_TITLE.search(text).group(1), int(minutes.group(1)) if minutes else None,
+            " ".join(needs.group(1).split()) if needs else None)
 
 
-def _lessons(notebooks: Path) -> list[Path]:
+def lessons(notebooks: Path) -> list[Path]:
+    """The lessons' Markdown files (``NN_topic.md``) in teaching order."""
     return sorted(notebooks.glob("[0-9][0-9]*_*.md"))
 
 
 # Colab opens every lesson on a TPU runtime (free tier: TPU v5e-1); Jupytext keeps these two
 # keys in both files of a pair (see jupytext.toml).
-COLAB_METADATA = "accelerator: TPU\ncolab:\n  gpuType: V5E1\n"
+COLAB_ACCELERATOR, COLAB_GPU_TYPE = "TPU", "V5E1"
+COLAB_METADATA = f"accelerator: {COLAB_ACCELERATOR}\ncolab:\n  gpuType: {COLAB_GPU_TYPE}\n"
 # Lessons Colab should open on its default CPU runtime instead: TensorFlow is preinstalled there but
 # not on the TPU runtime, and whether tensorflow-tpu initializes on a v5e-1 is unconfirmed.
 CPU_RUNTIME_LESSONS = frozenset({"04_tf_tpustrategy"})
@@ -199,8 +201,8 @@ def _stamp_ipynb_metadata(path: Path) -> bool:
     nb.metadata.pop("accelerator", None)
     nb.metadata.pop("colab", None)
     if path.stem not in CPU_RUNTIME_LESSONS:
-        nb.metadata["accelerator"] = "TPU"
-        nb.metadata["colab"] = {"gpuType": "V5E1"}
+        nb.metadata["accelerator"] = COLAB_ACCELERATOR
+        nb.metadata["colab"] = {"gpuType": COLAB_GPU_TYPE}
     if before == (nb.metadata.get("accelerator"), nb.metadata.get("colab")):
         return False
     nbformat.write(nb, path)
@@ -210,15 +212,11 @@ def _stamp_ipynb_metadata(path: Path) -> bool:
 def lesson_table(notebooks: Path, s: Settings) -> str:
     """The README's lesson table, built from each lesson's title, time and needs."""
     rows = ["| Lesson | Open | Time | Needs |", "|---|---|---|---|"]
-    for md in _lessons(notebooks):
-        text = md.read_text()
-        title = re.search(r"^# (.+)$", text, re.M).group(1)
-        minutes = _TIME.search(text)
-        needs = lesson_needs(text)
+    for md in lessons(notebooks):
+        title, minutes, needs = lesson_fields(md.read_text())
         links = " ".join(badges(md.stem, s).splitlines())
         rows.append(f"| [{title}](notebooks/{md.name}) | {links} | "
-                    f"{minutes.group(1) + ' min' if minutes else '?'} | "
-                    f"{needs or '?'} |")
+                    f"{f'{minutes} min' if minutes else '?'} | {needs or '?'} |")
     return "\n".join(rows)
 
 
@@ -227,7 +225,7 @@ def stamp(root: str | Path = ROOT) -> list[str]:
     root = Path(root)
     s = settings(root / "pyproject.toml")
     changed = []
-    for md in _lessons(root / "notebooks"):
+    for md in lessons(root / "notebooks"):
         text = md.read_text()
         new = stamp_text(text, md.stem, s)
         if new != text:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import runner
 from .runtime import Host, detect, probe_frameworks
 
 __all__ = ["Check", "run", "format_checks", "MIN_DISK_GB", "MIN_MEMORY_GB"]
@@ -105,9 +106,8 @@ def run(host: Host | None = None, *, probes: dict[str, dict] | None = None,
         checks.append(Check("memory", "ok" if memory >= MIN_MEMORY_GB else "fail", f"{memory:.1f} GiB available",
                             f"close other programs, or pick a runtime with at least {MIN_MEMORY_GB:.0f} GiB"))
 
-    if notebooks is None:
-        notebooks = Path(__file__).resolve().parent.parent / "notebooks"
-    lessons = sorted(notebooks.glob("[0-9][0-9]*_*.ipynb")) if notebooks.is_dir() else []
+    notebooks = runner.NOTEBOOKS if notebooks is None else Path(notebooks)
+    lessons = runner.discover(notebooks) if notebooks.is_dir() else []
     if lessons:
         checks.append(Check("notebooks", "ok", f"{len(lessons)} lessons in {notebooks}"))
     else:

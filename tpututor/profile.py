@@ -82,6 +82,18 @@ class Trace:
     def step_events(self) -> list[Event]:
         return sorted((e for e in self.events if "step_num" in e.args), key=lambda e: e.ts)
 
+    @functools.cached_property
+    def host_events(self) -> list[Event]:
+        """Host-thread work, leaving out the step annotations and the frames that enclose whole
+        steps (the Python loop itself), which would make the host look busy all the time."""
+        marked = self.step_events
+
+        def encloses(e: Event) -> bool:
+            return any(e.ts <= s.ts and e.end >= s.end for s in marked)
+
+        return [e for e in self.events
+                if e.thread == self.host_thread and "step_num" not in e.args and not encloses(e)]
+
 
 def latest_run(logdir: str | os.PathLike) -> Path:
     """The newest ``plugins/profile/<run>`` folder under ``logdir`` (or ``logdir`` itself if it is one)."""
@@ -222,51 +234,39 @@ class StepBreakdown:
         return self.device_us / self.total_us if self.total_us else 0.0
 
 
-def _host_work(trace: Trace) -> list[Event]:
-    """Host-thread events, leaving out the step annotations and the frames that enclose whole steps
-    (the Python loop itself), which would make the host look busy all the time."""
-    marked = trace.step_events
-    host_thread = trace.host_thread
+def _marked(trace: Trace) -> list[Event]:
+    """The step annotations, or a clear error saying how to add them."""
+    if not trace.step_events:
+        raise ValueError(f"no step annotations in {trace.file}: wrap each step in "
+                         "jax.profiler.StepTraceAnnotation('train', step_num=i)")
+    return trace.step_events
 
-    def encloses(e: Event) -> bool:
-        return any(e.ts <= s.ts and e.end >= s.end for s in marked)
 
-    return [e for e in trace.events if e.thread == host_thread and "step_num" not in e.args and not encloses(e)]
+def _window_end(trace: Trace, lo: float, hi: float) -> float:
+    """``hi``, or later if device work started after ``lo`` ends later (asynchronous dispatch)."""
+    return max([hi] + [e.end for e in trace.device_events if e.ts >= lo])
+
+
+def _split(trace: Trace, step: int, lo: float, hi: float) -> StepBreakdown:
+    """The interval [lo, hi] split into device compute, host-only work and idle time."""
+    dev = _union(_clip(trace.device_events, lo, hi))
+    host_only = _minus(_union(_clip(trace.host_events, lo, hi)), dev)
+    dev_us = _length(dev)
+    return StepBreakdown(step, lo, hi - lo, dev_us, host_only, max(0.0, hi - lo - dev_us - host_only))
 
 
 def steps(trace: Trace) -> list[StepBreakdown]:
     """Each annotated step split into device compute, host-only work and idle time."""
-    marked = trace.step_events
-    if not marked:
-        raise ValueError(f"no step annotations in {trace.file}: wrap each step in "
-                         "jax.profiler.StepTraceAnnotation('train', step_num=i)")
-    host = _host_work(trace)
-    device = trace.device_events
-    out = []
-    for s in marked:
-        dev = _union(_clip(device, s.ts, s.end))
-        hst = _union(_clip(host, s.ts, s.end))
-        host_only = _minus(hst, dev)
-        dev_us = _length(dev)
-        out.append(StepBreakdown(int(s.args.get("step_num", len(out))), s.ts, s.dur, dev_us, host_only,
-                                 max(0.0, s.dur - dev_us - host_only)))
-    return out
+    return [_split(trace, int(s.args.get("step_num", i)), s.ts, s.end) for i, s in enumerate(_marked(trace))]
 
 
 def overall(trace: Trace) -> StepBreakdown:
     """The same split for the whole run: from the first step's start to the end of the last device
     op or step, whichever is later. With asynchronous dispatch a step's annotation ends when the
     work is queued, so the device work of the last steps lies after it: this window includes it."""
-    marked = trace.step_events
-    if not marked:
-        raise ValueError(f"no step annotations in {trace.file}: wrap each step in "
-                         "jax.profiler.StepTraceAnnotation('train', step_num=i)")
+    marked = _marked(trace)
     lo = marked[0].ts
-    hi = max([marked[-1].end] + [e.end for e in trace.device_events if e.ts >= lo])
-    dev = _union(_clip(trace.device_events, lo, hi))
-    hst = _union(_clip(_host_work(trace), lo, hi))
-    host_only = _minus(hst, dev)
-    return StepBreakdown(-1, lo, hi - lo, _length(dev), host_only, max(0.0, hi - lo - _length(dev) - host_only))
+    return _split(trace, -1, lo, _window_end(trace, lo, marked[-1].end))
 
 
 def step_table(breakdown: Sequence[StepBreakdown]) -> str:
@@ -289,11 +289,10 @@ def plot_timeline(trace: Trace, ax=None, max_threads: int = 6, title: str | None
 
     marked = trace.step_events
     lo = marked[0].ts if marked else min(e.ts for e in trace.events)
-    hi = marked[-1].end if marked else max(e.end for e in trace.events)
     # device work dispatched in the last step may finish after it: show it
-    hi = max([hi] + [e.end for e in trace.device_events if e.ts >= lo])
+    hi = _window_end(trace, lo, marked[-1].end if marked else max(e.end for e in trace.events))
     rows: dict[str, list[Event]] = {}
-    for e in trace.device_events + (_host_work(trace) if marked else []):
+    for e in trace.device_events + (trace.host_events if marked else []):
         if e.end > lo and e.ts < hi:
             rows.setdefault(e.thread, []).append(e)
     busiest = sorted(rows, key=lambda t: -sum(e.dur for e in rows[t]))[:max_threads]

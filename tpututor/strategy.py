@@ -36,6 +36,7 @@ def choose(cpu_replicas: int = 4, *, tf: Any = None, host: Host | None = None) -
     """The best strategy here: TPUStrategy, then MirroredStrategy on GPUs, then on logical CPUs."""
     if cpu_replicas < 1:
         raise ValueError(f"cpu_replicas must be at least 1, got {cpu_replicas}")
+    host = host or Host()  # one view of the machine for both lookups below
     accelerator = detect_accelerator(host)
     if tf is None:
         import tensorflow as tf  # noqa: PLW0621 (imported late on purpose)

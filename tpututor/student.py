@@ -39,7 +39,6 @@ def stub_source(source: str) -> str:
             stub = copy.copy(node)
             doc = ast.get_docstring(node)
             stub.body = ([ast.Expr(ast.Constant(doc))] if doc else []) + [ast.Expr(ast.Constant(...))]
-            stub.decorator_list = node.decorator_list
             lines.append(ast.unparse(stub) + "  # your code here")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             lines.append(ast.unparse(node))
@@ -69,12 +68,12 @@ def build(notebooks: str | Path | None = None, out: str | Path = "build/student"
     """Write the student version of every lesson to ``out``; returns the files written."""
     import nbformat
 
-    from .runner import discover
+    from .runner import NOTEBOOKS, discover
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for path in discover(notebooks) if notebooks else discover():
+    for path in discover(notebooks or NOTEBOOKS):
         nb = nbformat.read(path, as_version=4)
         if not any("solution" in c.metadata.get("tags", []) for c in nb.cells):
             raise ValueError(f"{path.name} has no cell tagged solution: every lesson needs exercises")

@@ -54,15 +54,14 @@ def _runtime(needs: str) -> str:
 def read_lessons(notebooks: Path = ROOT / "notebooks") -> list[Lesson]:
     """Title, objectives, time, needs and prerequisites of every lesson, read from its Markdown."""
     out = []
-    for md in sorted(notebooks.glob("[0-9][0-9]*_*.md")):
+    for md in launch.lessons(notebooks):
         text = md.read_text()
-        title = re.search(r"^# (.+)$", text, re.M).group(1)
+        title, minutes, needs = launch.lesson_fields(text)
+        needs_text = needs or "?"
         goals = re.search(r"\*\*You will learn to\*\*\n\n(.*?)\n\n", text, re.S)
         objectives = [" ".join(item.split()) for item in re.split(r"\n- ", "\n" + goals.group(1))[1:]] if goals else []
-        minutes = re.search(r"\*\*Time:\*\* about (\d+) minutes", text)
-        needs_text = launch.lesson_needs(text) or "?"
         prereq = re.search(r"(Lessons? [^.]*?) helps?\.", text)
-        out.append(Lesson(md.stem, title, objectives, int(minutes.group(1)) if minutes else None, needs_text,
+        out.append(Lesson(md.stem, title, objectives, minutes, needs_text,
                           _runtime(needs_text), " ".join(prereq.group(1).split()) if prereq else "none"))
     return out
 
