@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import jax
@@ -18,6 +21,17 @@ from tpututor.runtime import Host
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 PYTHON = sys.executable
+LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]*_*.md"))  # every lesson, found, not listed by hand
+LESSON_IDS = [p.stem for p in LESSONS]
+
+
+def run_python(code: str, *argv: str, env: dict | None = None, clean_env: bool = False, timeout: int = 300) -> str:
+    """Run ``code`` in a fresh interpreter from the repository root; fail with its stderr unless it
+    exits 0; return its stdout. ``env`` is added to this environment, or replaces it (``clean_env``)."""
+    out = subprocess.run([PYTHON, "-c", textwrap.dedent(code), *argv], capture_output=True, text=True,
+                         timeout=timeout, cwd=ROOT, env=dict(env or {}) if clean_env else {**os.environ, **(env or {})})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
 
 
 @pytest.fixture

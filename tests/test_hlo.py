@@ -7,16 +7,13 @@ before torch_xla in one process aborts it, and the test process stays clean.
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import PYTHON, ROOT
+from conftest import run_python
 from tpututor import bench, hlo
 
 
@@ -27,13 +24,6 @@ def softmax(x):
 
 
 X = jnp.ones((64, 256), jnp.float32)
-
-
-def hlo_from_subprocess(code: str, env: dict | None = None) -> str:
-    out = subprocess.run([PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
-                         cwd=ROOT, env={**os.environ, **(env or {})})
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 @pytest.fixture(scope="module")
@@ -100,26 +90,26 @@ def test_static_arguments_reach_the_traced_function():
 
 
 def test_collectives_are_found_in_a_sharded_program():
-    text = hlo_from_subprocess("""
+    text = run_python("""
         import jax, jax.numpy as jnp
         from jax.sharding import PartitionSpec as P
         mesh = jax.make_mesh((2,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
         f = jax.shard_map(lambda v: jax.lax.psum(v, "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
         print(jax.jit(f).lower(jnp.ones(8)).compile().as_text())
-    """, {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"})
+    """, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"})
     summary = hlo.summarize(text)
     assert summary.collectives["all-reduce"] >= 1
 
 
 @pytest.mark.slow
 def test_tensorflow_hlo_before_and_after_optimisation_parses():
-    out = hlo_from_subprocess("""
+    out = run_python("""
         import tensorflow as tf
         from tpututor import hlo
         f = tf.function(lambda t: tf.nn.softmax(t) * 2, jit_compile=True)
         ir = hlo.tf_stages(f, tf.ones((8, 16)))
         print(ir["hlo"]); print("=====SPLIT====="); print(ir["optimized_hlo"])
-    """, {"TF_CPP_MIN_LOG_LEVEL": "3"})
+    """, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
     before, after = out.split("=====SPLIT=====")
     b, a = hlo.summarize(before[before.index("HloModule"):]), hlo.summarize(after)
     assert b.ops["exponential"] == 1 and not b.fusions
@@ -128,13 +118,13 @@ def test_tensorflow_hlo_before_and_after_optimisation_parses():
 
 @pytest.mark.slow
 def test_torch_xla_ir_and_hlo_parse():
-    out = hlo_from_subprocess("""
+    out = run_python("""
         import torch, torch_xla
         from tpututor import hlo
         t = torch.ones(8, 16).to(torch_xla.device())
         st = hlo.torch_xla_stages(torch.softmax(t, dim=-1) * 2)
         print(st["ir"]); print("=====SPLIT====="); print(st["hlo"])
-    """, {"PJRT_DEVICE": "CPU"})
+    """, env={"PJRT_DEVICE": "CPU"})
     ir, text = out.split("=====SPLIT=====")
     assert "aten::softmax" in ir
     s = hlo.summarize(text[text.index("HloModule"):])

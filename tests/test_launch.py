@@ -8,11 +8,9 @@ import shutil
 
 import pytest
 
-from conftest import NOTEBOOKS, ROOT
-from tpututor import fakes, launch
+from conftest import LESSON_IDS as IDS, LESSONS, NOTEBOOKS, ROOT
+from tpututor import launch
 
-LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]*_*.md"))
-IDS = [p.stem for p in LESSONS]
 
 
 def pins(path):

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import textwrap
 
 import pytest
 
-from conftest import PYTHON, ROOT
+from conftest import run_python
 from tpututor import metrics
 
 
@@ -75,7 +72,7 @@ def test_table_has_a_row_per_label():
 
 @pytest.mark.slow
 def test_real_torch_xla_counts_compiles_executions_and_fallbacks():
-    code = textwrap.dedent("""
+    out = run_python("""
         import json, torch, torch_xla
         from tpututor import metrics
         d = torch_xla.device()
@@ -92,11 +89,8 @@ def test_real_torch_xla_counts_compiles_executions_and_fallbacks():
             torch_xla.sync()
         print(json.dumps({k: v.row() | {"unexpected": v.unexpected_fallbacks}
                           for k, v in dict(lazy=lazy, first=first, again=again, fallback=fallback).items()}))
-    """)
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={**os.environ, "PJRT_DEVICE": "CPU"})
-    assert out.returncode == 0, out.stderr[-3000:]
-    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    """, env={"PJRT_DEVICE": "CPU"})
+    rows = json.loads(out.strip().splitlines()[-1])
     assert rows["lazy"]["compiles"] == 0 and rows["lazy"]["executions"] == 0
     assert rows["first"]["compiles"] == 1 and rows["first"]["executions"] == 1
     assert rows["again"]["compiles"] == 0 and rows["again"]["executions"] == 1

@@ -14,12 +14,10 @@ import jupytext
 import nbformat
 import pytest
 
-from conftest import NOTEBOOKS, PYTHON, ROOT
+from conftest import LESSON_IDS as IDS, LESSONS, PYTHON, ROOT
 from notebook_tools import REFERENCE, STABLE_TAG, cell_sources, has_stable_cells, tags
 from tpututor import runner
 
-LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]*_*.md"))
-IDS = [p.stem for p in LESSONS]
 REPO = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["tpututor"]
 
 

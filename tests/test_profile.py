@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import socket
-import subprocess
-import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import PYTHON, ROOT
+from conftest import run_python
 from tpututor import profile as traces
 
 
@@ -129,7 +126,7 @@ def test_malformed_events_are_skipped_not_fatal(tmp_path):
 
 @pytest.mark.slow
 def test_torch_xla_traces_read_the_same_way(tmp_path):
-    code = textwrap.dedent("""
+    run_python("""
         import sys, torch, torch_xla
         import torch_xla.core.xla_model as xm
         import torch_xla.debug.profiler as xp
@@ -141,10 +138,7 @@ def test_torch_xla_traces_read_the_same_way(tmp_path):
                 y = x @ x
         xm.wait_device_ops()
         xp.stop_trace()
-    """)
-    out = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
-                         cwd=ROOT, env={**os.environ, "PJRT_DEVICE": "CPU"})
-    assert out.returncode == 0, out.stderr[-2000:]
+    """, str(tmp_path), env={"PJRT_DEVICE": "CPU"})
     t = traces.load(tmp_path)
     assert "dot" in [name for name, *_ in traces.top_ops(t)] and len(t.step_events) == 2
 

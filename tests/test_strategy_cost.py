@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import textwrap
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import PYTHON, ROOT
+from conftest import run_python
 from tpututor import cost, fakes, strategy
 
 
@@ -108,7 +106,7 @@ def test_zero_replicas_is_a_clear_error():
 
 @pytest.mark.slow
 def test_the_real_cpu_path_gives_four_replicas_and_trains():
-    code = textwrap.dedent("""
+    out = run_python("""
         import numpy as np, keras
         from tpututor import strategy
         chosen = strategy.choose(4)
@@ -118,11 +116,8 @@ def test_the_real_cpu_path_gives_four_replicas_and_trains():
         x = np.ones((64, 4), "float32")
         model.fit(x, x.sum(1, keepdims=True), batch_size=16, epochs=1, verbose=0)
         print(chosen.kind, chosen.replicas, type(chosen.strategy).__name__)
-    """)
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3", "HOME": "/tmp"})
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-3:] == ["cpu", "4", "MirroredStrategy"]
+    """, env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3", "HOME": "/tmp"}, clean_env=True)
+    assert out.split()[-3:] == ["cpu", "4", "MirroredStrategy"]
 
 
 # ----------------------------------------------------------------- cost

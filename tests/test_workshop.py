@@ -9,7 +9,7 @@ import subprocess
 import nbformat
 import pytest
 
-from conftest import NOTEBOOKS, PYTHON, ROOT
+from conftest import LESSONS as LESSON_MDS, NOTEBOOKS, PYTHON, ROOT
 from tpututor import check, fakes, preflight, runner, student, workshop
 
 LESSONS = runner.discover()
@@ -48,7 +48,7 @@ def test_student_notebook_has_no_worked_answer_left(path):
 
 
 def test_every_lesson_says_the_answers_note_once():
-    for md in sorted(NOTEBOOKS.glob("[0-9][0-9]*_*.md")):
+    for md in LESSON_MDS:
         assert md.read_text().count(student.ANSWERS_NOTE) == 1, md.name
 
 

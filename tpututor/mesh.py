@@ -123,7 +123,6 @@ def shard_table(array) -> str:
 def plot_sharding(array, ax=None, title: str | None = None):
     """Colour each block of a 1-D or 2-D array by the device(s) holding it. Returns the Axes."""
     import matplotlib.pyplot as plt
-    import numpy as np
 
     if array.ndim not in (1, 2):
         raise ValueError(f"plot_sharding draws 1-D and 2-D arrays; this one has {array.ndim} dimensions")
