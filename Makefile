@@ -1,12 +1,17 @@
 # tpututor: every target bootstraps .venv from nothing (Python 3.11 + constraints.txt).
-#   make run     execute every lesson headless into build/ and print a summary (PROFILE=full|ci)
-#   make test    unit tests and every notebook executed (ci profile)
-#   make lab     JupyterLab on notebooks/ (a .md opens as a notebook)
-#   make sync    pair notebooks/*.md and *.ipynb with Jupytext, outputs stripped
-#   make clean   remove build outputs; make distclean also removes .venv
-#   make colab-jax  run the JAX lessons under the JAX that Colab's TPU runtime ships (ci profile)
+#   make run        execute every lesson headless into build/ and print a summary (PROFILE=full|ci)
+#   make test       unit tests and every lesson executed once (ci profile)
+#   make test-fast  everything except executing the lessons (about a minute)
+#   make lab        JupyterLab on notebooks/ (a .md opens as a notebook)
+#   make sync       pair notebooks/*.md and *.ipynb with Jupytext, outputs stripped
+#   make badges     stamp headings, badges, lesson cards, setup cells and the README table from the lessons' front matter
+#   make release    tag v<version> once the setup cells, badges and version agree
+#   make clean      remove build outputs; make distclean also removes .venv
+#   make colab-jax  run the lessons under the JAX stack that Colab's TPU runtime ships (ci profile)
 
-PYTHON  ?= $(shell command -v python3.11 || command -v python3)
+# constraints.txt was locked for this Python; another one resolves other wheels, or none.
+LOCK_PYTHON := 3.11
+PYTHON  ?= $(shell command -v python$(LOCK_PYTHON) || command -v python3)
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.tpututor-installed
@@ -14,10 +19,16 @@ PROFILE ?= full
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+TEST_RUN := build/test-run
 
-.PHONY: run test lab sync badges student workshop clean distclean lock reference colab-jax
+.PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab-jax release python-check
 
-$(STAMP): pyproject.toml constraints.txt
+python-check:
+	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
+	if [ "$$v" != "$(LOCK_PYTHON)" ]; then \
+	  echo "tpututor: constraints.txt is locked for Python $(LOCK_PYTHON), but $(PYTHON) is Python $${v:-missing}: install python$(LOCK_PYTHON) (or run make PYTHON=/path/to/python$(LOCK_PYTHON))" >&2; exit 1; fi
+
+$(STAMP): pyproject.toml constraints.txt | python-check
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --no-cache-dir -c constraints.txt -e '.[all]'
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
@@ -27,21 +38,27 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(PY) -m tpututor run --profile $(PROFILE) --out build
 
+# Each lesson is executed once, into $(TEST_RUN); the stable-output and student checks read those.
 test: $(STAMP)
-	TPUTUTOR_PROFILE=ci $(PY) -m pytest
+	TPUTUTOR_PROFILE=ci TPUTUTOR_TEST_RUN=$(TEST_RUN) $(PY) -m pytest
 
-# Colab's TPU runtime keeps its own JAX (the setup cell does not replace it, libtpu must match), so
-# the JAX lessons must also run on that version: a second venv with it, everything else as locked.
+test-fast: $(STAMP)
+	TPUTUTOR_PROFILE=ci $(PY) -m pytest -m "not lessons"
+
+# Colab's TPU runtime keeps its own JAX (the setup cell does not replace it: libtpu must match), and
+# the Flax, Optax, Orbax and Grain built for it, so the lessons must also run on those versions: a
+# second venv with them, everything else as locked. Lessons that import TensorFlow or PyTorch are
+# skipped there by the runner, saying so (their front matter names what they import).
 COLAB_VENV  := .venv-colab-jax
-JAX_LESSONS := $(filter-out notebooks/03_% notebooks/04_%,$(wildcard notebooks/[0-9]*.ipynb))
 colab-jax: $(STAMP)
 	@test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
-	grep -v -E '^(jax|jaxlib)==' constraints.txt > $(COLAB_VENV)/constraints.txt
+	$(PY) -c "from tpututor.course.fakes import COLAB_TPU_PACKAGES as p, COLAB_JAX_STACK as s; \
+	  print('\n'.join(f'{n}=={p[n]}' for n in s))" > $(COLAB_VENV)/colab.txt
+	grep -v -i -E "^($$(cut -d= -f1 $(COLAB_VENV)/colab.txt | paste -sd'|'))==" constraints.txt > $(COLAB_VENV)/constraints.txt
 	$(COLAB_VENV)/bin/pip install --quiet --no-cache-dir -c $(COLAB_VENV)/constraints.txt \
-	  $$($(PY) -c "from tpututor.fakes import COLAB_TPU_PACKAGES as p; print(f'jax[cpu]=={p[\"jax\"]} jaxlib=={p[\"jaxlib\"]}')") \
-	  papermill ipykernel matplotlib tqdm
+	  -r $(COLAB_VENV)/colab.txt papermill ipykernel matplotlib tqdm pyyaml
 	$(COLAB_VENV)/bin/pip install --quiet --no-deps -e .
-	$(COLAB_VENV)/bin/python -m tpututor run --profile ci --out build/colab-jax --no-html $(JAX_LESSONS)
+	$(COLAB_VENV)/bin/python -m tpututor run --profile ci --out build/colab-jax --no-html
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)
@@ -50,27 +67,30 @@ sync: $(STAMP)
 	$(VENV)/bin/jupytext --sync notebooks/[0-9]*.md
 	$(VENV)/bin/jupyter nbconvert --clear-output --inplace --log-level=WARN notebooks/[0-9]*.ipynb
 
-# Badges, setup cells, Colab metadata and the README's lesson table, from [tool.tpututor] in pyproject.toml.
 badges: $(STAMP)
-	$(PY) -m tpututor.launch
+	$(PY) -m tpututor.course stamp
 	$(MAKE) --no-print-directory sync
 
-# The student build: every lesson with its worked answers replaced by stubs, in build/student/.
+# The student build: every lesson with its worked answers replaced by stubs, in build/student.
 student: $(STAMP)
-	$(PY) -m tpututor.student build/student
+	$(PY) -m tpututor.course student build/student
 
 # The instructor guide, docs/workshop.md, with execution times measured here in both profiles.
 workshop: $(STAMP)
 	$(PY) -m tpututor run --profile ci --out build/workshop-ci --no-html
 	$(PY) -m tpututor run --profile full --out build/workshop-full --no-html
-	$(PY) -m tpututor.workshop build/workshop-ci/timings.json build/workshop-full/timings.json
+	$(PY) -m tpututor.course workshop build/workshop-ci/timings.json build/workshop-full/timings.json
 
-# Expected outputs of the cells tagged nbval-check-output (tests/reference/), from a ci run.
+# Expected outputs of the cells tagged nbval-check-output (tests/reference/), from the last make test
+# run when there is one, else from a fresh ci run.
 reference: $(STAMP)
-	TPUTUTOR_PROFILE=ci $(PY) tests/make_reference.py
+	TPUTUTOR_PROFILE=ci $(PY) -m tpututor.course reference $(wildcard $(TEST_RUN))
+
+release: $(STAMP)
+	$(PY) -m tpututor.course release
 
 # Re-resolve the newest versions that install together and pin them (review the diff).
-lock:
+lock: python-check
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/pip install --quiet --no-cache-dir -e '.[all]'
 	{ sed -n '1,3p' constraints.txt; .venv-lock/bin/pip freeze --exclude-editable; } > constraints.new

@@ -1,28 +1,35 @@
-"""Shared fixtures: fake machines and the project's paths."""
+"""Shared fixtures: fake machines, the project's paths, and each lesson executed once per session."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import jax
 import pytest
 
-from tpututor import fakes
-
 # The SPMD tests shard over 8 devices: simulate them before any test starts JAX's backend.
 # (Only this process: subprocesses and notebook kernels start with their own settings.)
 jax.config.update("jax_num_cpu_devices", 8)
-from tpututor.runtime import Host
+from tpututor.course import catalog, fakes, runner  # noqa: E402
+from tpututor.runtime import Host, detect  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 PYTHON = sys.executable
-LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]*_*.md"))  # every lesson, found, not listed by hand
+CATALOG = catalog.lessons(NOTEBOOKS)  # every lesson, found from the front matter, not listed by hand
+LESSONS = [lesson.path for lesson in CATALOG]
 LESSON_IDS = [p.stem for p in LESSONS]
+# Where the one run of each lesson goes: $TPUTUTOR_TEST_RUN (make test: build/test-run), else a temp dir.
+TEST_RUN = Path(os.environ.get("TPUTUTOR_TEST_RUN") or tempfile.mkdtemp(prefix="tpututor-test-run-"))
+EXECUTIONS: dict[str, int] = {}
+HERE = detect()  # this machine: tests that expect a CPU-only box skip elsewhere, saying why
+CPU_ONLY = pytest.mark.skipif(HERE.accelerator.kind != "cpu",
+                              reason=f"expects a CPU-only machine; this one has {HERE.accelerator.name}")
 
 
 def run_python(code: str, *argv: str, env: dict | None = None, clean_env: bool = False, timeout: int = 300) -> str:
@@ -44,3 +51,20 @@ def fake(tmp_path):
         return fakes.make_host(root, machine)
 
     return make
+
+
+_RESULTS: dict[str, runner.LessonResult] = {}
+
+
+@pytest.fixture(scope="session")
+def executed():
+    """executed("00_where_am_i") -> that lesson's LessonResult, run once per session (ci profile,
+    strict checks, with the student rehearsal at the end); every later call reads the same run."""
+
+    def get(stem: str) -> runner.LessonResult:
+        if stem not in _RESULTS:
+            EXECUTIONS[stem] = EXECUTIONS.get(stem, 0) + 1
+            _RESULTS[stem] = runner.execute(NOTEBOOKS / f"{stem}.ipynb", TEST_RUN, profile="ci", rehearse=True)
+        return _RESULTS[stem]
+
+    return get

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, ROOT
+from conftest import CPU_ONLY, PYTHON, ROOT
 from tpututor import bench, roofline
 
 # ----------------------------------------------------------------- roofline math
@@ -88,6 +88,7 @@ def test_time_calls_rejects_zero_repeats_or_warmup(kw):
         bench.time_calls(lambda: None, lambda r: None, **kw)
 
 
+@CPU_ONLY
 def test_jax_record_is_tidy_and_consistent():
     r = bench.matmul(64, "float32", "jax", repeats=3)
     assert (r.framework, r.device, r.platform, r.op, r.size, r.dtype) == ("jax", "cpu", "cpu", "matmul", 64, "float32")
@@ -110,12 +111,14 @@ def test_add_is_measured_with_its_own_flops_and_bytes():
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch"])
+@CPU_ONLY
 def test_other_frameworks_give_the_same_kind_of_record(framework):
     r = bench.matmul(64, "float32", framework, repeats=2)
     assert r.framework == framework and r.platform == "cpu" and r.flops_per_s > 0
 
 
 @pytest.mark.slow
+@CPU_ONLY
 def test_torch_xla_is_timed_through_sync_in_a_fresh_process():
     code = ("from tpututor import bench; r = bench.matmul(64, 'float32', 'torch_xla', repeats=2); "
             "print(r.platform, r.first_call_seconds > r.seconds)")
@@ -128,7 +131,7 @@ def test_torch_xla_after_tensorflow_is_refused_with_the_fix():
             "from tpututor import bench\n"
             "try:\n    bench.matmul(8, 'float32', 'torch_xla')\nexcept bench.UnsupportedError as e:\n    print(e)")
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert "Restart the kernel and use torch_xla before TensorFlow" in out.stdout
+    assert "restart the kernel and use torch_xla before TensorFlow" in out.stdout
 
 
 @pytest.mark.parametrize("framework, dtype, reason", [
@@ -184,6 +187,7 @@ def test_cli_bench_json_lists_one_record_per_size():
         assert {"framework", "device", "size", "dtype", "seconds", "flops_per_s", "percent_of_peak"} <= set(r)
 
 
+@CPU_ONLY
 def test_cli_bench_table_names_the_peak_it_compares_with():
     out = cli("matmul", "--sizes", "64", "--framework", "numpy", "--repeats", "1")
     assert out.returncode == 0 and "numpy" in out.stdout and "peak: CPU float32 estimate" in out.stdout

@@ -1,4 +1,5 @@
-"""One-click launch: badges and setup cells from one setting, install plans, Binder pins."""
+"""One-click launch: headings, badges, cards and setup cells stamped from one setting and the
+front matter; install plans per lesson; Binder pins; releases."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import shutil
 
 import pytest
 
-from conftest import LESSON_IDS as IDS, LESSONS, NOTEBOOKS, ROOT
+from conftest import CATALOG, LESSON_IDS as IDS, LESSONS, ROOT
 from tpututor import launch
+from tpututor.course import catalog, fakes, release, stamp
+
+SETTINGS = stamp.settings(ROOT / "pyproject.toml")
+EVERYONE = catalog.by_topic(CATALOG)
 
 
 
@@ -22,37 +27,39 @@ def pins(path):
     return out
 
 
-@pytest.mark.parametrize("md", LESSONS, ids=IDS)
-def test_every_lesson_is_stamped_from_the_repository_setting(md):
-    text = md.read_text()
-    assert launch.stamp_text(text, md.stem, launch.settings()) == text, "run make badges"
+@pytest.mark.parametrize("lesson", CATALOG, ids=IDS)
+def test_every_lesson_is_stamped_from_its_front_matter_and_the_repository_setting(lesson):
+    text = lesson.path.read_text()
+    assert stamp.stamp_text(text, lesson, EVERYONE, SETTINGS) == text, "run make badges"
+    assert stamp.card(lesson, EVERYONE) in text and f"# {lesson.heading}\n" in text
 
 
 @pytest.mark.parametrize("md", LESSONS, ids=IDS)
 def test_badges_point_at_this_lesson_in_the_configured_repository(md):
-    s = launch.settings()
-    block = launch.badges(md.stem, s)
+    s = SETTINGS
+    block = stamp.badges(md.stem, s)
     assert block in md.read_text()
     for url in re.findall(r"\]\((https://[^)]+)\)", block):
         if "badge" not in url and not url.endswith(".svg"):
             assert s.repository in url and md.stem in url and s.branch in url
 
 
-@pytest.mark.parametrize("md", LESSONS, ids=IDS)
-def test_every_lesson_has_the_same_setup_cell_and_colab_tpu_metadata(md):
-    nb = json.loads(md.with_suffix(".ipynb").read_text())
+@pytest.mark.parametrize("lesson", CATALOG, ids=IDS)
+def test_every_lesson_has_the_same_setup_cell_and_the_colab_runtime_its_front_matter_names(lesson):
+    nb = json.loads(lesson.notebook.read_text())
     setup = [c for c in nb["cells"] if "setup" in c.get("metadata", {}).get("tags", [])]
     assert len(setup) == 1
-    assert "".join(setup[0]["source"]) == launch.SETUP_CELL.format(requirement=launch.settings().requirement)
-    if md.stem in launch.CPU_RUNTIME_LESSONS:
+    assert "".join(setup[0]["source"]) == launch.SETUP_CELL.format(requirement=SETTINGS.requirement,
+                                                                   lesson=lesson.stem)
+    if lesson.colab == "cpu":
         assert "accelerator" not in nb["metadata"] and "colab" not in nb["metadata"]
     else:
         assert nb["metadata"]["accelerator"] == "TPU" and nb["metadata"]["colab"]["gpuType"] == "V5E1"
 
 
 def test_the_setup_cell_installs_a_pinned_release_never_a_bare_upgrade():
-    cell = launch.SETUP_CELL.format(requirement=launch.settings().requirement)
-    assert "@v" + launch.settings().version in cell and " -U" not in cell and "--upgrade" not in cell
+    cell = launch.SETUP_CELL.format(requirement=SETTINGS.requirement, lesson="00_where_am_i")
+    assert "@v" + SETTINGS.version in cell and " -U" not in cell and "--upgrade" not in cell
 
 
 def test_a_fork_changes_one_line(tmp_path):
@@ -60,8 +67,8 @@ def test_a_fork_changes_one_line(tmp_path):
     text = (tmp_path / "pyproject.toml").read_text().replace('repository = "tpututor/tpututor"',
                                                              'repository = "someone/tpu-fork"')
     (tmp_path / "pyproject.toml").write_text(text)
-    s = launch.settings(tmp_path / "pyproject.toml")
-    block = launch.badges("00_where_am_i", s)
+    s = stamp.settings(tmp_path / "pyproject.toml")
+    block = stamp.badges("00_where_am_i", s)
     assert block.count("someone/tpu-fork") == 3 and "tpututor/tpututor" not in block
     assert s.requirement == f"tpututor @ git+https://github.com/someone/tpu-fork@v{s.version}"
 
@@ -70,60 +77,94 @@ def test_a_fork_changes_one_line(tmp_path):
 def test_a_malformed_repository_setting_is_a_clear_error(tmp_path, value):
     (tmp_path / "pyproject.toml").write_text(f'[project]\nversion = "1"\n[tool.tpututor]\nrepository = "{value}"\n')
     with pytest.raises(ValueError, match="owner/name"):
-        launch.settings(tmp_path / "pyproject.toml")
+        stamp.settings(tmp_path / "pyproject.toml")
 
 
 def test_a_missing_setting_names_the_table(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[project]\nversion = "1"\n')
     with pytest.raises(KeyError, match=r"\[tool.tpututor\] repository"):
-        launch.settings(tmp_path / "pyproject.toml")
+        stamp.settings(tmp_path / "pyproject.toml")
 
 
 def test_readme_lesson_table_is_generated_from_the_lessons():
-    table = launch.lesson_table(NOTEBOOKS, launch.settings())
+    table = stamp.lesson_table(CATALOG, SETTINGS)
     assert table in (ROOT / "README.md").read_text(), "run make badges"
     assert all(stem in table for stem in IDS) and " ? |" not in table
 
 
-@pytest.mark.parametrize("machine, installed, expected", [
-    ("colab-v5e-1", ["transformers"], ["xprof==2.24.2"]),
-    ("colab-t4", [], ["xprof==2.24.2", "transformers==5.24.0"]),
-    ("kaggle-v5e-8", ["transformers"], ["xprof==2.24.2"]),
-    ("colab-cpu", ["transformers", "xprof"], None),
-    ("laptop-cpu", [], None),
-    ("tpu-vm-v6e-8", [], None),
+PROFILING = next(stem for stem, entry in launch.lessons.table().items() if "xprof" in entry["optional"])
+
+
+@pytest.mark.parametrize("machine, lesson, installed, expected", [
+    ("colab-v5e-1", PROFILING, [], ["xprof==2.24.2"]),  # only what this lesson imports
+    ("colab-v5e-1", PROFILING, ["xprof"], None),
+    ("kaggle-v5e-8", PROFILING, [], ["xprof==2.24.2"]),
+    ("colab-cpu", "00_where_am_i", [], None),  # lesson 00 imports no add-on
+    ("laptop-cpu", PROFILING, [], None),  # never on your own machine: make lab installed everything
+    ("tpu-vm-v6e-8", PROFILING, [], None),
 ])
-def test_install_plan_on_faked_runtimes(fake, machine, installed, expected):
-    plan = launch.install_plan(fake(machine), installed=installed)
+def test_install_plan_on_faked_runtimes(fake, machine, lesson, installed, expected):
+    plan = launch.install_plan(lesson, fake(machine), installed=installed)
     if expected is None:
         assert plan is None
     else:
-        assert plan[1:5] == ["-m", "pip", "install", "--quiet"] and plan[5:] == expected
+        assert plan[1:5] == ["-m", "pip", "install", "--quiet"]
+        jax = fakes.MACHINES[machine].packages.get("jax")
+        assert plan[5:] == expected + ([f"jax=={jax}", f"jaxlib=={jax}"] if jax else [])  # the runtime's JAX stays
         assert not any(arg in ("-U", "--upgrade") for arg in plan)
 
 
-def test_setup_installs_the_plan_then_reports_the_machine_with_a_hint(fake, monkeypatch, capsys):
+def test_setup_installs_the_plan_records_the_lesson_then_reports_the_machine(fake, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: None)  # nothing installed
-    assert launch.setup(fake("colab-cpu"), run=lambda cmd, check: calls.append(cmd)) is None  # shown once
-    assert calls and calls[0][5:] == list(launch.ADDONS.values())
-    installing, line = capsys.readouterr().out.splitlines()
-    assert installing.startswith("installing: xprof==2.24.2")
+    monkeypatch.delenv(launch.LESSON_ENV, raising=False)
+    assert launch.setup(PROFILING, fake("colab-cpu"), run=lambda cmd, check: calls.append(cmd)) is None  # shown once
+    assert calls and "xprof==2.24.2" in calls[0]
+    assert __import__("os").environ[launch.LESSON_ENV] == PROFILING
+    installing, line, *needs = capsys.readouterr().out.splitlines()
+    assert installing == "installing: xprof==2.24.2"
     assert line.startswith("tpututor ") and "colab" in line and "Runtime > Change runtime type > TPU" in line
+    assert needs and needs[0].startswith("This lesson needs jax")  # find_spec said nothing is installed
 
 
 def test_setup_does_nothing_on_a_local_machine_but_report(fake, capsys):
     calls = []
-    launch.setup(fake("tpu-vm-v4-8"), run=lambda cmd, check: calls.append(cmd))
+    launch.setup("00_where_am_i", fake("tpu-vm-v4-8"), run=lambda cmd, check: calls.append(cmd))
     line = capsys.readouterr().out
     assert calls == [] and "TPU v4 x4" in line and "Change runtime" not in line
 
 
-def test_addon_pins_agree_with_the_lock():
+def test_setup_names_the_known_lessons_when_given_an_unknown_one(fake):
+    with pytest.raises(KeyError, match="00_where_am_i"):
+        launch.setup("99_nothing", fake("laptop-cpu"))
+
+
+def test_addon_pins_agree_with_the_lock_or_with_colab():
     lock = pins(ROOT / "constraints.txt")
+    colab = {k.lower(): v for k, v in fakes.COLAB_TPU_PACKAGES.items()}
     for requirement in launch.ADDONS.values():
         name, version = requirement.split("==")
-        assert lock[name] == version, f"{name}: {version} in tpututor.launch, {lock[name]} in constraints.txt"
+        expected = colab[name] if name in fakes.COLAB_JAX_STACK else lock[name]
+        assert version == expected, f"{name}: {version} in tpututor.launch, {expected} expected"
+
+
+def test_release_is_ready_when_everything_that_names_it_agrees():
+    assert release.problems(ROOT) == []
+
+
+def test_release_lists_each_disagreement_with_its_fix(tmp_path):
+    import shutil
+
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    (tmp_path / "tpututor" / "data").mkdir(parents=True)
+    text = (tmp_path / "pyproject.toml").read_text().replace('version = "', 'version = "9.', 1)
+    (tmp_path / "pyproject.toml").write_text(text)
+    found = release.problems(tmp_path)
+    assert any("tpututor.__version__" in p for p in found)
+    assert any("setup cell" in p or "not stamped" in p for p in found)
+    assert any("lessons.json" in p for p in found)
 
 
 def test_binder_pins_agree_with_the_lock():

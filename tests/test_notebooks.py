@@ -1,33 +1,57 @@
-"""Every lesson in notebooks/: paired, clean, well-formed, and it runs top to bottom.
+"""Every lesson in notebooks/: paired, clean, well-formed, and it runs top to bottom, once.
 
-Lessons are discovered, never listed: a new notebooks/NN_topic.md is tested as soon as it exists.
+Lessons are discovered from their front matter, never listed: a new notebooks/NN_topic.md is
+tested as soon as it exists. The tests marked ``lessons`` share one execution of each lesson
+(the ``executed`` fixture): whether it ran, how its checks ended, whether its stable outputs
+match the reference, and how the student build's stubs fare (the rehearsal at the end of the run).
 """
 
 from __future__ import annotations
 
-import os
+import ast
+import json
 import re
-import subprocess
 import tomllib
 
 import jupytext
 import nbformat
 import pytest
 
-from conftest import LESSON_IDS as IDS, LESSONS, PYTHON, ROOT
-from notebook_tools import REFERENCE, STABLE_TAG, cell_sources, has_stable_cells, tags
-from tpututor import runner
+from conftest import CATALOG, EXECUTIONS, LESSON_IDS as IDS, LESSONS, ROOT
+from tpututor.course import reference, runner, student
 
 REPO = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["tpututor"]
+CHECK_CALL = re.compile(r"\bcheck\.(equal|close|that)\(")
+
+
+def tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def cell_sources(nb) -> list[tuple[str, str, tuple[str, ...]]]:
+    """What makes two notebooks the same lesson: cell type, source and tags, in order."""
+    return [(c.cell_type, c.source.strip(), tuple(tags(c))) for c in nb.cells]
 
 
 def read_pair(md):
     return jupytext.read(md), nbformat.read(md.with_suffix(".ipynb"), as_version=4)
 
 
+def lines_of(nb, *, rehearsal: bool = False) -> list[str]:
+    """Every stdout line of an executed notebook (the rehearsal cell's, or everything else's)."""
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or (runner.REHEARSAL_TAG in tags(cell)) != rehearsal:
+            continue
+        for o in cell.get("outputs", []):
+            out += str(o.get("text", "")).splitlines()
+    return out
+
+
 def test_lessons_are_discovered():
     assert LESSONS, "no lessons found in notebooks/"
-    assert [p.with_suffix(".ipynb") for p in LESSONS] == runner.discover()
+    assert [p.with_suffix(".ipynb") for p in LESSONS] == runner.discover(ROOT / "notebooks")
+    assert [lesson.number for lesson in CATALOG] == [f"{i:02d}" for i in range(len(CATALOG))], "numbered 00, 01, ..."
 
 
 @pytest.mark.parametrize("md", LESSONS, ids=IDS)
@@ -36,6 +60,7 @@ def test_every_md_has_its_ipynb_and_they_are_in_sync(md):
     text_nb, ipynb = read_pair(md)
     assert cell_sources(text_nb) == cell_sources(ipynb), f"{md.name} and its .ipynb differ: run make sync"
     assert ipynb.metadata["jupytext"]["formats"] == "ipynb,md:myst"
+    assert ipynb.metadata["tpututor"] == text_nb.metadata["tpututor"], "front matter in both files (make sync)"
 
 
 @pytest.mark.parametrize("md", LESSONS, ids=IDS)
@@ -55,7 +80,7 @@ def test_lesson_follows_the_course_anatomy(md):
         links = [u for u in re.findall(r"\((https://[^)]+)\)", cells[0].source) if badge in u]
         assert links, f"missing {badge} badge"
         assert REPO["repository"] in links[0] and md.stem in links[0], links[0]
-    assert "**You will learn to**" in text and "**Time:**" in text
+    assert "**You will learn to**" in cells[0].source and "**Time:**" in cells[0].source
     code_tags = [tags(c) for c in cells if c.cell_type == "code"]
     assert sum("setup" in t for t in code_tags) == 1, "one setup cell, tagged setup"
     assert sum("parameters" in t for t in code_tags) == 1, "one parameters cell, tagged parameters"
@@ -63,47 +88,86 @@ def test_lesson_follows_the_course_anatomy(md):
 
 
 @pytest.mark.parametrize("md", LESSONS, ids=IDS)
-def test_lesson_has_at_least_two_self_checking_exercises_with_tagged_solutions(md):
+def test_every_exercise_is_an_answer_cell_then_one_check(md):
     nb, _ = read_pair(md)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    checks = [c for c in code if re.search(r"\bcheck\.(equal|close|that)\(", c.source)]
-    solutions = [c for c in code if "solution" in tags(c)]
-    assert len(checks) >= 2, "at least two check cells"
-    assert len(solutions) >= 2, "solution cells carry the 'solution' tag"
-    for s in solutions:
-        following = code[code.index(s) + 1]
-        assert "check." in following.source, "every solution cell is followed by its check cell"
+    pairs = student.exercises(nb)
+    assert len(pairs) >= 2, "at least two exercises, each an answer cell tagged solution and its check"
+    for solution, check_cell in pairs:
+        assert len(CHECK_CALL.findall(check_cell.source)) == 1, (
+            f"the cell after a solution holds exactly one check: {check_cell.source[:80]!r}")
+    solutions = [c for c in nb.cells if "solution" in tags(c)]
+    assert len(solutions) == len(pairs)
+    checks_elsewhere = [c for c in nb.cells if c.cell_type == "code" and CHECK_CALL.search(c.source)
+                        and c not in [p[1] for p in pairs]]
+    assert not checks_elsewhere, "a check call outside an exercise's check cell"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("md", LESSONS, ids=IDS)
-def test_lesson_runs_top_to_bottom_with_papermill(md, tmp_path):
-    result = runner.execute(md.with_suffix(".ipynb"), tmp_path, profile="ci")
-    assert result.status == "ok", f"{md.name} failed after {result.seconds} s: {result.error}"
-    executed = nbformat.read(result.output, as_version=4)
-    passed = [o for c in executed.cells for o in c.get("outputs", []) if "PASSED" in str(o.get("text", ""))]
-    assert passed, "the solutions' checks ran and passed"
+def test_no_cell_after_the_exercises_uses_an_answer(md):
+    """In the student build the answers are `...`: a later non-exercise cell must not depend on them."""
+    nb, _ = read_pair(md)
+    pairs = student.exercises(nb)
+    answers = {name for s, _ in pairs for name in student.bound_names(s.source)}
+    exercise_cells = {id(c) for pair in pairs for c in pair}
+    first = nb.cells.index(pairs[0][0])
+    for cell in nb.cells[first:]:
+        if cell.cell_type != "code" or id(cell) in exercise_cells:
+            continue
+        used = {n.id for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Name)}
+        assert not used & answers, f"{cell.source[:60]!r} uses the answers {sorted(used & answers)}"
 
 
-@pytest.mark.parametrize("md", [p for p in LESSONS if has_stable_cells(jupytext.read(p))],
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize("md", [p for p in LESSONS if reference.stable_cells(jupytext.read(p))], ids=lambda p: p.stem)
 def test_reference_for_stable_cells_matches_the_lesson(md):
-    ref = REFERENCE / md.with_suffix(".ipynb").name
+    ref = reference.reference_dir(ROOT) / md.with_suffix(".ipynb").name
     assert ref.exists(), f"no {ref.relative_to(ROOT)}: run make reference"
     assert cell_sources(nbformat.read(ref, as_version=4)) == cell_sources(jupytext.read(md)), (
         f"{ref.name} is older than the lesson: run make reference")
-    stable = [c for c in nbformat.read(ref, as_version=4).cells if STABLE_TAG in tags(c)]
-    assert all(c.outputs for c in stable), "every stable cell has a reference output"
+    assert all(c.outputs for c in reference.stable_cells(nbformat.read(ref, as_version=4))), (
+        "every stable cell has a reference output")
 
 
-@pytest.mark.slow
-def test_stable_outputs_match_the_reference_under_nbval():
-    refs = sorted(REFERENCE.glob("*.ipynb"))
-    assert refs, "no reference notebooks"
-    env = {**os.environ, "TPUTUTOR_PROFILE": "ci", "TPUTUTOR_STRICT_CHECKS": "1"}
-    out = subprocess.run(
-        [PYTHON, "-m", "pytest", "--nbval-lax", "--nbval-cell-timeout=300", "-q", "-p", "no:cacheprovider",
-         "--rootdir", str(REFERENCE), *map(str, refs)],
-        capture_output=True, text=True, env=env, timeout=1200, cwd=REFERENCE,
-    )
-    assert out.returncode == 0, out.stdout[-4000:]
+# ----------------------------------------------------------------- the one run of each lesson
+
+
+@pytest.mark.lessons
+@pytest.mark.parametrize("stem", IDS)
+def test_lesson_runs_top_to_bottom_and_every_worked_answer_passes(stem, executed):
+    result = executed(stem)
+    assert result.status == "ok", f"{stem} {result.status} after {result.seconds} s: {result.error}"
+    nb = nbformat.read(result.output, as_version=4)
+    lines = lines_of(nb)
+    checks = len(student.exercises(nb))
+    passed = [ln for ln in lines if ln.startswith("PASSED ")]
+    assert len(passed) == checks, f"{len(passed)} PASSED lines for {checks} check cells"
+    assert not [ln for ln in lines if ln.startswith(("FAILED ", "NOT ATTEMPTED "))]
+
+
+@pytest.mark.lessons
+@pytest.mark.parametrize("stem", [s for s, p in zip(IDS, LESSONS) if reference.stable_cells(jupytext.read(p))])
+def test_stable_outputs_match_the_reference(stem, executed):
+    result = executed(stem)
+    assert result.status == "ok", result.error
+    ref = nbformat.read(reference.reference_dir(ROOT) / f"{stem}.ipynb", as_version=4)
+    assert reference.differences(ref, nbformat.read(result.output, as_version=4)) == []
+
+
+@pytest.mark.lessons
+@pytest.mark.parametrize("stem", IDS)
+def test_the_student_build_says_not_attempted_for_every_exercise(stem, executed):
+    result = executed(stem)
+    assert result.status == "ok", result.error
+    nb = nbformat.read(result.output, as_version=4)
+    marked = [ln for ln in lines_of(nb, rehearsal=True) if ln.startswith(student.REHEARSAL_MARK)]
+    assert len(marked) == 1, "the rehearsal cell ran"
+    verdicts = json.loads(marked[0][len(student.REHEARSAL_MARK):])
+    assert len(verdicts) == len(student.exercises(nb)) >= 2
+    for v in verdicts:
+        assert v["error"] is None and v["statuses"] == ["not attempted"], v
+
+
+@pytest.mark.lessons
+def test_each_lesson_was_executed_exactly_once(executed):
+    for stem in IDS:
+        executed(stem)
+    assert EXECUTIONS == {stem: 1 for stem in IDS}

@@ -16,14 +16,44 @@ HEAVY = ("jax", "jaxlib", "tensorflow", "torch", "torch_xla", "numpy", "matplotl
 def test_import_tpututor_imports_no_framework():
     code = (
         "import importlib, pkgutil, sys, tpututor\n"
-        "for m in pkgutil.iter_modules(tpututor.__path__):\n"
-        "    if not m.name.startswith('_'):\n"
-        "        importlib.import_module('tpututor.' + m.name)\n"
+        "for m in pkgutil.walk_packages(tpututor.__path__, 'tpututor.'):\n"
+        "    if not m.name.rsplit('.', 1)[-1].startswith('_'):\n"
+        "        importlib.import_module(m.name)\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_package_holds_learner_modules_and_one_tooling_subpackage_each_listed_in_its_docstring():
+    import pkgutil
+
+    import tpututor
+
+    names = sorted(m.name for m in pkgutil.iter_modules(tpututor.__path__) if not m.name.startswith("_"))
+    assert "course" in names and not {"runner", "student", "workshop", "fakes", "stamp"} & set(names)
+    for name in names:
+        if name != "course":
+            assert f"``{name}``" in tpututor.__doc__, f"tpututor's docstring does not list {name}"
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    import ast
+    from pathlib import Path
+
+    import tpututor
+
+    for path in Path(tpututor.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                private = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+                assert not private, f"{path.name} imports {private} from {node.module}"
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.startswith("_") \
+                    and not node.attr.startswith("__") and node.value.id in {"hlo", "runtime", "hardware", "mesh",
+                                                                           "bench", "check", "cost", "launch"}:
+                raise AssertionError(f"{path.name} uses {node.value.id}.{node.attr}")
 
 
 def test_importtime_shows_no_framework():

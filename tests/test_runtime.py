@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from tpututor import fakes, runtime
+from tpututor import runtime
+from tpututor.course import fakes
 from tpututor.doctor import report
 
 # machine -> (platform, accelerator kind, generation, chip count)

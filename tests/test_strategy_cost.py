@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import run_python
-from tpututor import cost, fakes, strategy
+from tpututor import cost, strategy
+from tpututor.course import fakes
 
 
 class FakeTF:

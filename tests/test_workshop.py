@@ -9,10 +9,11 @@ import subprocess
 import nbformat
 import pytest
 
-from conftest import LESSONS as LESSON_MDS, NOTEBOOKS, PYTHON, ROOT
-from tpututor import check, fakes, preflight, runner, student, workshop
+from conftest import CATALOG, LESSONS as LESSON_MDS, NOTEBOOKS, PYTHON, ROOT
+from tpututor import check, lessons, preflight
+from tpututor.course import fakes, runner, student, workshop
 
-LESSONS = runner.discover()
+LESSONS = runner.discover(NOTEBOOKS)
 
 # ----------------------------------------------------------------- student build
 
@@ -53,27 +54,45 @@ def test_every_lesson_says_the_answers_note_once():
 
 
 def test_build_writes_every_lesson_and_refuses_a_lesson_without_exercises(tmp_path):
-    written = student.build(out=tmp_path / "student")
+    written = student.build(NOTEBOOKS, out=tmp_path / "student")
     assert [p.name for p in written] == [p.name for p in LESSONS]
     bare = tmp_path / "bare"
     bare.mkdir()
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), bare / "01_x.ipynb")
+    (bare / "00_x.md").write_text("---\ntpututor:\n  title: X\n  minutes: 5\n  objectives: [x]\n"
+                                  "  needs: {note: a CPU}\n---\n# 00 · X\n")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), bare / "00_x.ipynb")
     with pytest.raises(ValueError, match="no cell tagged solution"):
         student.build(bare, tmp_path / "out")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
-def test_student_notebook_runs_top_to_bottom_with_exercises_not_attempted(path, tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    nbformat.write(student.student_notebook(nbformat.read(path, as_version=4)), src / path.name)
-    result = runner.execute(src / path.name, tmp_path / "out", profile="ci")
-    assert result.status == "ok", result.error
-    outputs = [o.get("text", "") for c in nbformat.read(result.output, as_version=4).cells for o in c.get("outputs", [])]
-    lines = [line for text in outputs for line in text.splitlines()]
-    assert any(line.startswith("NOT ATTEMPTED ") for line in lines)
-    assert not any(line.startswith(("PASSED ", "FAILED ")) for line in lines)
+def test_rehearsal_forgets_the_answer_runs_the_stub_and_records_the_verdict(monkeypatch, capsys):
+    class Shell:  # what rehearse() uses of IPython's shell
+        user_ns = {"check": check, "answer": 42, "helper": len}
+
+        @staticmethod
+        def transform_cell(source):
+            return source
+
+    monkeypatch.setattr(check, "RESULTS", [])
+    monkeypatch.setenv(check.STRICT_ENV, "1")
+    pairs = [{"solution": "answer = 6 * 7", "check": "check.equal('e1', answer, 42, hint='h')"},
+             {"solution": "def helper(x):\n    return x", "check": "check.that('e2', lambda: helper(1) == 1, hint='h')"},
+             {"solution": "for k in range(3):\n    pass", "check": "check.equal('e3', k, 2, hint='h')"},
+             {"solution": "def helper(x):\n    return x",
+              "check": "check.that('e4', lambda: helper(1) == 1, hint='h', answer=helper)"}]
+    verdicts = student.rehearse(Shell, __import__("json").dumps(pairs))
+    assert verdicts[0]["statuses"] == ["not attempted"] and verdicts[0]["error"] is None
+    assert verdicts[1]["statuses"] == ["failed"]  # the stub returns None: without answer= it says FAILED
+    assert verdicts[2]["error"].startswith("NameError")  # k is gone in the student build
+    assert verdicts[3]["statuses"] == ["not attempted"]  # answer= names the stub: NOT ATTEMPTED
+    assert __import__("os").environ[check.STRICT_ENV] == "1"  # restored
+    assert capsys.readouterr().out.startswith(student.REHEARSAL_MARK)
+
+
+def test_bound_names_are_what_a_cell_assigns_defines_and_loops_over():
+    assert student.bound_names("a, (b, *c) = f()\nd: int = 1\ne += 1\ndef g(): pass\nclass H: pass\n"
+                               "for i, j in x: pass\nwith open(p) as fh: pass\nimport os\nprint(z)\n") == [
+        "a", "b", "c", "d", "e", "g", "H", "i", "j", "fh"]
 
 
 # ----------------------------------------------------------------- progress
@@ -108,49 +127,95 @@ def test_preflight_passes_here():
                          timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().endswith("READY for the workshop")
+    assert "FAIL" not in out.stdout and "WARN" not in out.stdout  # the course environment has everything
 
 
-def test_preflight_fails_on_a_broken_machine_with_a_fix_per_failure(fake, tmp_path):
+def no_clone():
+    return None
+
+
+def test_preflight_fails_on_a_broken_machine_with_a_fix_per_failure(fake):
     broken = fakes.Machine("a broken laptop", packages={"jax": "0.10.2", "torch-xla": "2.9.0"},
                            files={"/proc/meminfo": "MemTotal: 2000000 kB\nMemAvailable: 1048576 kB\n"})
     probes = {"jax": {"error": "ImportError: libstdc++.so.6: version `GLIBCXX_3.4.30' not found"},
               "torch_xla": {"error": "undefined symbol: _ZN5torch8autograd"}}
-    checks = preflight.run(fake(broken), probes=probes, disk_free_gb=lambda: 0.5, notebooks=tmp_path / "none")
+    checks = preflight.run(fake(broken), probes=probes, disk_free_gb=lambda: 0.5, clone=no_clone)
     by_name = {c.name: c for c in checks}
     assert by_name["jax"].status == "fail" and "reinstall" in by_name["jax"].fix
+    assert by_name["devices"].status == "fail" and "did not start" in by_name["devices"].detail
     assert by_name["disk"].status == "fail" and "2 GiB" in by_name["disk"].fix
     assert by_name["memory"].status == "fail" and "1.0 GiB" in by_name["memory"].detail
-    assert by_name["notebooks"].status == "fail" and "git clone" in by_name["notebooks"].fix
+    assert by_name["lessons"].status == "warn" and "git clone" in by_name["lessons"].fix
     assert by_name["tensorflow"].status == "warn" and by_name["torch_xla"].status == "warn"
     text = preflight.format_checks(checks)
     assert "NOT READY: 4 check(s) block the workshop" in text
     assert all(f"fix: {c.fix}" in text for c in checks if c.status == "fail")
 
 
+def test_preflight_never_says_ok_about_devices_when_jax_did_not_start(fake):
+    probes = {"jax": {"error": "RuntimeError: Unable to initialize backend 'tpu'"}}
+    checks = preflight.run(fake("tpu-vm-v6e-8"), probes=probes, disk_free_gb=lambda: 50.0, clone=no_clone)
+    devices = next(c for c in checks if c.name == "devices")
+    assert devices.status == "fail" and "JAX did not start" in devices.detail
+    assert not any(c.status == "ok" and "sees" in c.detail and c.name in ("jax", "devices") for c in checks)
+
+
 def test_preflight_catches_tpu_chips_that_jax_cannot_see(fake):
     probes = {"jax": {"devices": ["cpu:0"], "platform": "cpu"}}
-    checks = preflight.run(fake("tpu-no-libtpu"), probes=probes, disk_free_gb=lambda: 50.0, notebooks=NOTEBOOKS)
+    checks = preflight.run(fake("tpu-no-libtpu"), probes=probes, disk_free_gb=lambda: 50.0, clone=no_clone)
     devices = next(c for c in checks if c.name == "devices")
     assert devices.status == "fail" and devices.fix == "pip install 'jax[tpu]'"
 
 
 def test_preflight_without_jax_fails_naming_the_install(fake):
     checks = preflight.run(fake(fakes.Machine("empty", packages={})), probes={}, disk_free_gb=lambda: 50.0,
-                           notebooks=NOTEBOOKS)
+                           clone=no_clone)
     jax_check = next(c for c in checks if c.name == "jax")
     assert jax_check.status == "fail" and "tpututor[jax]" in jax_check.fix
     assert next(c for c in checks if c.name == "memory").status == "warn"  # no /proc/meminfo on this fake
+
+
+def test_preflight_on_colab_checks_the_open_lesson_not_a_clone(fake):
+    machine = fakes.Machine("Colab after a lesson's setup cell", env={**fakes.MACHINES["colab-v5e-1"].env,
+                            "TPUTUTOR_LESSON": "00_where_am_i"}, modules=["google.colab"],
+                            pci=fakes.MACHINES["colab-v5e-1"].pci, dev=fakes.MACHINES["colab-v5e-1"].dev,
+                            packages=fakes.COLAB_TPU_PACKAGES,
+                            files={"/proc/meminfo": "MemAvailable: 40000000 kB\n"})
+    probes = {"jax": {"devices": ["tpu:0"], "platform": "tpu", "device_kind": "TPU v5 lite"},
+              "torch": {"devices": ["cpu"], "platform": "cpu"}, "torch_xla": {"devices": ["TPU:0"], "platform": "tpu"}}
+    checks = preflight.run(fake(machine), probes=probes, disk_free_gb=lambda: 50.0, clone=no_clone)
+    by_name = {c.name: c for c in checks}
+    assert by_name["lesson"].status == "ok" and "Where am I running?" in by_name["lesson"].detail
+    assert by_name["jax"].status == "ok" and by_name["devices"].status == "ok"
+    assert by_name["tensorflow"].status == "warn"  # Colab's TPU runtime has none: a section skips
+    assert "READY for the workshop" in preflight.format_checks(checks).splitlines()[-1]
+
+
+def test_preflight_for_a_lesson_requires_its_imports(fake):
+    probes = {"jax": {"devices": ["cpu:0"], "platform": "cpu"}}
+    lesson = next(stem for stem, e in lessons.table().items() if "torch_xla" in e["imports"])
+    checks = preflight.run(fake("laptop-cpu"), probes=probes, disk_free_gb=lambda: 50.0, lesson=lesson,
+                           clone=no_clone)
+    assert next(c for c in checks if c.name == "torch_xla").status == "fail"
+    unknown = preflight.run(fake("laptop-cpu"), probes=probes, lesson="99_nothing", clone=no_clone)
+    assert unknown[-1].status == "fail" and "choose one of" in unknown[-1].fix
 
 
 # ----------------------------------------------------------------- instructor guide
 
 
 def test_every_lesson_declares_what_the_guide_needs():
-    lessons = workshop.read_lessons()
-    assert [lesson.stem for lesson in lessons] == [p.stem for p in LESSONS]
-    for lesson in lessons:
-        assert lesson.objectives and lesson.minutes and lesson.needs != "?", lesson.stem
-        assert lesson.runtime.startswith(("CPU is enough", "TPU slice needed"))
+    assert [lesson.stem for lesson in CATALOG] == [p.stem for p in LESSONS]
+    for lesson in CATALOG:
+        assert lesson.objectives and lesson.minutes and lesson.note, lesson.stem
+        assert lesson.runtime.startswith(("CPU is enough", "TPU"))
+
+
+def test_the_shipped_lesson_table_matches_the_front_matter():
+    from tpututor.course import stamp
+
+    assert (ROOT / "tpututor" / "data" / "lessons.json").read_text() == stamp.lessons_json(CATALOG), "make badges"
+    assert lessons.names() == [lesson.stem for lesson in CATALOG]
 
 
 def test_guide_timings_come_from_real_runs_of_every_lesson_in_both_profiles():
@@ -164,13 +229,21 @@ def test_guide_timings_come_from_real_runs_of_every_lesson_in_both_profiles():
 
 def test_guide_is_in_sync_with_the_lessons_and_the_timings():
     timings = json.loads((ROOT / "docs" / "timings.json").read_text())
-    expected = workshop.guide(workshop.read_lessons(), timings)
-    assert (ROOT / "docs" / "workshop.md").read_text() == expected, "run python -m tpututor.workshop"
+    expected = workshop.guide(CATALOG, timings)
+    assert (ROOT / "docs" / "workshop.md").read_text() == expected, "run python -m tpututor.course workshop"
 
 
-def test_agendas_fit_their_day():
+def test_agendas_fit_their_day_and_the_whole_course_covers_every_lesson():
     text = (ROOT / "docs" / "workshop.md").read_text()
     half = text.split("### Half day")[1].split("###")[0]
     last = [line for line in half.splitlines() if line.startswith("| 1")][-1]
     assert last.split("|")[1].strip() <= "12:30" and "wrap-up" in last
-    assert "### Full day" in text and "## Common failures and their fixes" in text
+    full = text.split("### Full day")[1].split("###")[0]
+    assert "lunch" in full and "break" in full
+    whole = text.split("### The whole course")[1].split("## Lessons")[0]
+    assert all(lesson.heading in whole for lesson in CATALOG) and "Left for another day" not in whole
+    for day in whole.split("**Day ")[1:]:
+        times = [line.split("|")[1].strip() for line in day.splitlines() if line.startswith("| ")][2:]
+        assert times[-1] <= "17:00", day
+        assert "break" in day or len(times) <= 3, f"a long day without a break: {day}"
+    assert "## Common failures and their fixes" in text

@@ -1,13 +1,30 @@
 """tpututor: the helper package behind the tpututor notebooks.
 
-Importing it imports no framework (no JAX, TensorFlow or torch): lessons use it
-to find out what the machine has before they import anything heavy.
+Importing it imports no framework (no JAX, TensorFlow or torch): lessons use it to find out
+what the machine has before they import anything heavy. What a lesson imports from it:
 
-Modules: ``runtime`` (what is this machine), ``hardware`` (the chip table),
-``doctor`` (the report), ``bench`` and ``roofline`` (measuring), ``hlo``,
-``metrics`` (torch_xla), ``mesh``, ``profile`` (reading traces), ``config``
-(the ci/full run profile), ``check`` (self-checking exercises), ``runner``
-(execute lessons headless).
+- ``runtime``: what this machine is (platform, accelerator, CPU, installed frameworks), read
+  from files and the environment, never by importing a framework
+- ``hardware``: the chip table (peak FLOP/s, HBM, interconnect per axis), each row sourced
+- ``frameworks``: use a framework if it works here, or say why not (missing or broken)
+- ``doctor``: the report behind ``python -m tpututor doctor``, each warning with its fix
+- ``preflight``: can this runtime do the course, or the open lesson (``doctor --preflight``)
+- ``launch``: the setup cell's logic (install what a Colab or Kaggle runtime lacks)
+- ``lessons``: what each lesson needs, as shipped with the package
+- ``bench``: timing done right on every backend (compile apart, wait for the device)
+- ``roofline``: FLOPs, bytes and the roofline of a chip
+- ``hlo``: the program at each compiler stage; HLO read as tables
+- ``metrics``: PyTorch/XLA's counters and metrics as records
+- ``mesh``: meshes, shardings, the collectives in a compiled program and what they cost
+- ``profile``: read profiler traces in a notebook; XProf on 127.0.0.1
+- ``strategy``: the TensorFlow distribution strategy this machine can run
+- ``cost``: what TPU time costs, from a dated, sourced price table
+- ``check``: self-checking exercises (PASSED, FAILED, NOT ATTEMPTED)
+- ``config``: the run profile (``full`` or ``ci``)
+- ``cli``: ``python -m tpututor`` (doctor, chips, bench, run)
+
+``tpututor.course`` is the course tooling (stamping, the lesson runner, the student build, the
+workshop guide, releases, fake machines); it works on a clone of the repository.
 """
 
 from __future__ import annotations

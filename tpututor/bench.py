@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from . import hardware, roofline
+from . import frameworks, hardware, roofline
 
 __all__ = ["Record", "UnsupportedError", "FRAMEWORKS", "DTYPES", "OPS", "run", "matmul", "sweep",
            "jax_function", "time_calls", "available", "check_dtype", "table"]
@@ -124,7 +124,7 @@ class _Prepared:
 
 def _jax(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
     _refuse_second_tpu_owner("jax", "torch_xla")
-    import jax
+    jax = _load("jax")
     import jax.numpy as jnp
 
     device = jax.devices()[0]
@@ -151,8 +151,7 @@ def _jax(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
 
 
 def _numpy(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
-    import numpy as np
-
+    np = _load("numpy")
     if dtype not in ("float32", "float64"):
         raise UnsupportedError(f"NumPy has no fast {dtype} matmul (no bfloat16; int8 overflows); "
                                "use float32 or float64")
@@ -162,8 +161,7 @@ def _numpy(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
 
 
 def _torch(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
-    import torch
-
+    torch = _load("torch")
     cuda = torch.cuda.is_available()
     if dtype == "int8":
         raise UnsupportedError("PyTorch has no general int8 matmul (torch._int_mm is CUDA-only and shape-limited)")
@@ -199,21 +197,10 @@ def _refuse_second_tpu_owner(framework: str, other: str) -> None:
         )
 
 
-def _ensure_torch_xla_importable() -> None:
-    if "tensorflow" in sys.modules and "torch_xla" not in sys.modules:
-        raise UnsupportedError(
-            "TensorFlow is already imported in this process, and importing torch_xla after it aborts "
-            "the process. Restart the kernel and use torch_xla before TensorFlow, or run it in another process."
-        )
-    _refuse_second_tpu_owner("torch_xla", "jax")
-    if "PJRT_DEVICE" not in os.environ and not _tpu_attached():
-        os.environ["PJRT_DEVICE"] = "CPU"  # torch_xla never picks CUDA itself; say CPU, quietly
-
-
 def _torch_xla(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
-    _ensure_torch_xla_importable()
+    _refuse_second_tpu_owner("torch_xla", "jax")
+    torch_xla = _load("torch_xla")
     import torch
-    import torch_xla
     import torch_xla.core.xla_model as xm
     import torch_xla.runtime as xr
 
@@ -234,10 +221,9 @@ def _torch_xla(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
 
 
 def _tensorflow(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
-    import tensorflow as tf
-
     if dtype == "int8":
         raise UnsupportedError("TensorFlow's matmul has no int8 kernel")
+    tf = _load("tensorflow")
     arrays = [tf.cast(tf.random.stateless_normal(s, seed=(0, i)), getattr(tf, dtype)) for i, s in enumerate(shapes)]
     fn = tf.function(op.fn, jit_compile=True)
     sync = lambda r: tf.test.experimental.sync_devices()  # noqa: E731
@@ -252,20 +238,19 @@ def _tensorflow(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
 _BACKENDS: dict[str, Callable[..., _Prepared]] = {
     "jax": _jax, "numpy": _numpy, "torch": _torch, "torch_xla": _torch_xla, "tensorflow": _tensorflow,
 }
-_DIST = {"jax": "jax", "numpy": "numpy", "torch": "torch", "torch_xla": "torch-xla",
-         "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-tpu")}
 
 
 def available() -> list[str]:
-    """The frameworks installed here (from package metadata, nothing imported)."""
-    from .runtime import _dist_version
+    """The frameworks installed here that also import (asked in fresh interpreters, then cached)."""
+    return frameworks.available(FRAMEWORKS)
 
-    found = []
-    for name in FRAMEWORKS:
-        dists = _DIST[name] if isinstance(_DIST[name], tuple) else (_DIST[name],)
-        if any(_dist_version(d) for d in dists):
-            found.append(name)
-    return found
+
+def _load(name: str):
+    """The framework's module, or UnsupportedError quoting why it cannot be used here."""
+    module = frameworks.load(name)
+    if module is None:
+        raise UnsupportedError(frameworks.status(name).skipped(f"timing {name}"))
+    return module
 
 
 def check_dtype(dtype: str) -> str:

@@ -39,8 +39,9 @@ class Result:
 
     @property
     def lesson(self) -> str:
-        """The lesson an exercise belongs to: "00" for "00.3b what limits ..."."""
-        return self.exercise.split(".", 1)[0].strip() if "." in self.exercise.split()[0] else "-"
+        """The lesson an exercise belongs to: "00" for "00.3b what limits ..."; "-" when it names none."""
+        words = self.exercise.split()
+        return words[0].split(".", 1)[0] if words and "." in words[0] else "-"
 
     def _ipython_display_(self) -> None:
         """Show nothing when a check is a cell's last line: the result is already printed."""
@@ -53,9 +54,22 @@ class Result:
 RESULTS: list[Result] = []
 
 
+def _empty_body(code) -> bool:
+    """True for a function whose body does nothing but return None (a docstring and ``...``:
+    what the student build leaves of a worked answer)."""
+    import dis
+
+    ops = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in ("RESUME", "NOP", "CACHE")]
+    return ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
+
+
 def attempted(value: Any) -> bool:
-    """False for the stub values ``...`` and ``None``; True for anything else."""
-    return value is not Ellipsis and value is not None
+    """False for the stub values ``...`` and ``None`` and for a function with an empty body (the
+    student build's stub); True for anything else."""
+    if value is Ellipsis or value is None:
+        return False
+    code = getattr(value, "__code__", None)
+    return code is None or not _empty_body(code)
 
 
 def _record(result: Result) -> Result:
@@ -71,13 +85,30 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equality that also holds for arrays (NumPy, JAX, torch) and for pytrees of them."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if hasattr(a, "shape") or hasattr(b, "shape"):  # arrays: same shape and elements
+        import numpy as np
+
+        try:
+            x, y = np.asarray(a), np.asarray(b)
+        except Exception:
+            return False
+        return x.shape == y.shape and bool(np.array_equal(x, y))
+    return bool(a == b)
+
+
 def equal(exercise: str, got: Any, expected: Any, *, hint: str) -> Result:
-    """Pass when ``got == expected``."""
+    """Pass when ``got`` equals ``expected``: arrays element by element, pytrees leaf by leaf."""
     if not attempted(got):
         return _record(Result(exercise, "not attempted", "replace the ... with your answer"))
     try:
-        ok = bool(got == expected)
-    except Exception:  # e.g. comparing arrays of different shapes
+        ok = _same(got, expected)
+    except Exception:  # e.g. objects whose == raises
         ok = False
     if ok:
         return _record(Result(exercise, "passed"))
@@ -97,8 +128,16 @@ def close(exercise: str, got: Any, expected: float, *, hint: str, rel: float = 1
     return _record(Result(exercise, "failed", f"got {value:.4g}, off by more than {rel:.0%}. Hint: {hint}"))
 
 
-def that(exercise: str, test: Callable[[], bool], *, hint: str) -> Result:
-    """Pass when ``test()`` returns True. ``NotImplementedError`` or ``...`` counts as not attempted."""
+def that(exercise: str, test: Callable[[], bool], *, hint: str, answer: Any = True) -> Result:
+    """Pass when ``test()`` returns True.
+
+    ``answer`` is what the learner wrote (a value, a function, or a tuple of them): while any of
+    it is still a stub, the check says NOT ATTEMPTED without running ``test``. So does a test that
+    raises ``NotImplementedError`` or returns ``...``; any other exception is a failure, reported.
+    """
+    answers = answer if isinstance(answer, tuple) else (answer,)
+    if not all(attempted(a) for a in answers):
+        return _record(Result(exercise, "not attempted", "fill in the answer cell above"))
     try:
         ok = test()
     except NotImplementedError:

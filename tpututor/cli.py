@@ -1,6 +1,6 @@
-"""``python -m tpututor``: doctor, chips and run.
+"""``python -m tpututor``: doctor, chips, bench and run.
 
-    python -m tpututor doctor [--json] [--no-probe] [--preflight]
+    python -m tpututor doctor [--json] [--no-probe] [--timeout S] [--preflight [--lesson NN_topic]]
     python -m tpututor chips [--json]
     python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--json]
     python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds each framework probe may take (default 120)")
     d.add_argument("--preflight", action="store_true",
                    help="workshop pre-flight: one line per check with a fix; exit 1 if something blocks")
+    d.add_argument("--lesson", metavar="NN_topic", default=None,
+                   help="with --preflight: check what this lesson needs (default: $TPUTUTOR_LESSON, "
+                        "which a lesson's setup cell sets; else the whole course)")
 
     c = sub.add_parser("chips", help="the chip table (TPUs and GPUs) with sources")
     c.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
@@ -109,10 +112,13 @@ def _bench(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import format_report, report
 
+    if args.lesson and not args.preflight:
+        print("python -m tpututor doctor: error: --lesson goes with --preflight", file=sys.stderr)
+        return 2
     if args.preflight:
         from .preflight import format_checks, run
 
-        checks = run()
+        checks = run(lesson=args.lesson, timeout=args.timeout)
         if args.json:
             print(json.dumps([asdict(c) for c in checks], indent=2))
         else:
@@ -144,7 +150,7 @@ def _chips(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runner import format_table, run_all
+    from .course.runner import format_table, run_all
 
     try:
         results = run_all(args.notebooks or None, args.out, profile=args.profile, html=args.html)
@@ -154,7 +160,7 @@ def _run(args: argparse.Namespace) -> int:
     print()
     print(format_table(results))
     print(f"\nexecuted notebooks{' and HTML' if args.html else ''} are in {args.out}/")
-    return 0 if all(r.status == "ok" for r in results) else 1
+    return 0 if all(r.status != "failed" for r in results) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

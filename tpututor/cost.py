@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .hardware import _num, data_rows
+from .hardware import data_rows, number
 from .runtime import parse_accelerator_type
 
 __all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in"]
@@ -52,7 +52,7 @@ class Price:
 @lru_cache(maxsize=1)
 def prices() -> tuple[Price, ...]:
     """Every row of the price table (``tpututor/data/tpu_prices.csv``)."""
-    return tuple(Price(r["chip"], r["region"], float(r["on_demand_usd"]), _num(r["spot_usd"]),
+    return tuple(Price(r["chip"], r["region"], float(r["on_demand_usd"]), number(r["spot_usd"]),
                        r["source"], r["source_date"], r.get("notes", "")) for r in data_rows("tpu_prices.csv"))
 
 

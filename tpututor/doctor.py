@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from . import __version__
 from .hardware import estimate_cpu
-from .runtime import Host, Runtime, detect, probe_frameworks
+from .runtime import Host, Runtime, detect, probe_frameworks, tensorflow_can_use_tpu
 
 __all__ = ["report", "warnings_for", "notes_for", "format_report", "SCHEMA_VERSION"]
 
@@ -40,7 +40,7 @@ def warnings_for(rt: Runtime, probes: dict[str, dict] | None = None) -> list[str
                 "TPU chips are present but libtpu is not installed, so JAX and PyTorch/XLA will "
                 "run on the CPU: pip install 'jax[tpu]' (or 'torch_xla[tpu]')."
             )
-        if fw["tensorflow"].version and fw["tensorflow"].distribution != "tensorflow-tpu":
+        if fw["tensorflow"].version and not tensorflow_can_use_tpu(fw["tensorflow"].distribution):
             out.append(
                 f"TensorFlow here is '{fw['tensorflow'].distribution}', which cannot use the TPU; "
                 "on a TPU VM install 'tensorflow-tpu' (TPU7x does not support TensorFlow)."

@@ -23,6 +23,8 @@ from typing import Iterable, Mapping
 __all__ = [
     "Chip",
     "CpuEstimate",
+    "number",
+    "data_rows",
     "chips",
     "lookup",
     "find",
@@ -100,7 +102,8 @@ class CpuEstimate:
         return f"this CPU (estimate): {self.model}"
 
 
-def _num(text: str) -> float | None:
+def number(text: str) -> float | None:
+    """A data-table cell as a number; None for an empty cell."""
     return float(text) if text.strip() else None
 
 
@@ -123,13 +126,13 @@ def chips() -> tuple[Chip, ...]:
                 name=r["name"],
                 kind=r["kind"],
                 device_kinds=tuple(k for k in r["device_kinds"].split("|") if k),
-                bf16_tflops=_num(r["bf16_tflops"]),
-                int8_tops=_num(r["int8_tops"]),
-                fp8_tflops=_num(r["fp8_tflops"]),
-                hbm_gib=_num(r["hbm_gib"]),
-                hbm_gbps=_num(r["hbm_gbps"]),
+                bf16_tflops=number(r["bf16_tflops"]),
+                int8_tops=number(r["int8_tops"]),
+                fp8_tflops=number(r["fp8_tflops"]),
+                hbm_gib=number(r["hbm_gib"]),
+                hbm_gbps=number(r["hbm_gbps"]),
                 interconnect=r["interconnect"],
-                interconnect_gbps=_num(r["interconnect_gbps"]),
+                interconnect_gbps=number(r["interconnect_gbps"]),
                 mxu=r["mxu"],
                 tensorcores=_int(r["tensorcores"]),
                 mxus_per_core=_int(r["mxus_per_core"]),

@@ -28,7 +28,7 @@ __all__ = [
     "Instruction", "Computation", "Module", "Summary", "parse", "summarize", "compare", "fusions", "entry_text",
     "shape_bytes",
     "JaxStages", "jax_stages", "tf_stages", "torch_xla_stages", "cost_record", "memory_record",
-    "jaxpr_bytes", "compiles", "COLLECTIVES",
+    "jaxpr_bytes", "compiles", "COLLECTIVES", "ARRAY_SHAPE",
 ]
 
 # Ops that move no data and launch no work of their own.
@@ -158,7 +158,7 @@ def _parse_instruction(line: str) -> Instruction | None:
 _DTYPE_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16,
                "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64,
                "c64": 64, "c128": 128}
-_ARRAY = re.compile(r"\b([a-z]\w*)\[([\d,\s]*)\]")
+ARRAY_SHAPE = re.compile(r"\b([a-z]\w*)\[([\d,\s]*)\]")
 
 
 def shape_bytes(shape: str) -> int:
@@ -167,7 +167,7 @@ def shape_bytes(shape: str) -> int:
     Unknown element types (token, opaque) count as zero bytes.
     """
     total = 0
-    for dtype, dims in _ARRAY.findall(shape):
+    for dtype, dims in ARRAY_SHAPE.findall(shape):
         bits = _DTYPE_BITS.get(dtype)
         if bits is None and dtype.startswith("f8"):
             bits = 8

@@ -209,7 +209,7 @@ def collectives(program: Any, devices: int | None = None) -> list[Collective]:
             shape = inst.shape
             if inst.opcode.endswith("-start") and shape.startswith("("):
                 # async start: (operands..., results...); count the results
-                parts = [m.group(0) for m in hlo._ARRAY.finditer(shape)]
+                parts = [m.group(0) for m in hlo.ARRAY_SHAPE.finditer(shape)]
                 shape = "(" + ", ".join(parts[len(parts) // 2:]) + ")"
             nbytes = hlo.shape_bytes(shape)  # a combined collective's tuple counts every buffer
             n = _group_size(inst.text, devices)
@@ -235,7 +235,7 @@ def collective_table(found: Sequence[Collective], chips: Sequence[str] = ("v5e",
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in found:
         times = [f"{comm_seconds(c.moved, chip) * 1e6:.2f}" if c.moved is not None else "?" for chip in chips]
-        buffers = [m.group(0) for m in hlo._ARRAY.finditer(c.shape)]
+        buffers = [m.group(0) for m in hlo.ARRAY_SHAPE.finditer(c.shape)]
         shape = buffers[0] if len(buffers) == 1 else f"{len(buffers)} buffers, combined"
         lines.append(f"| {c.kind} | {shape} | {c.group_size or '?'} | "
                      f"{'?' if c.moved is None else f'{c.moved:,.0f}'} | " + " | ".join(times) + " |")

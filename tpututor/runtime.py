@@ -38,9 +38,12 @@ __all__ = [
     "detect_accelerator",
     "detect_cpu",
     "installed_frameworks",
+    "dist_version",
     "parse_accelerator_type",
     "probe_frameworks",
     "FRAMEWORKS",
+    "TF_TPU_DISTRIBUTIONS",
+    "tensorflow_can_use_tpu",
     "PROBES",
     "TPU_PCI_IDS",
 ]
@@ -62,10 +65,20 @@ NVIDIA_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia/version",
 # Framework -> the distributions that provide it (the first one installed wins).
 FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "jax": ("jax",),
-    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tf-nightly"),
+    "tensorflow": ("tensorflow-tpu", "tf-nightly-tpu", "tensorflow", "tensorflow-cpu", "tf-nightly"),
     "torch": ("torch",),
     "torch_xla": ("torch-xla",),
 }
+# The one rule for "can this TensorFlow use a TPU": only the TPU builds carry the TPU runtime
+# (cloud.google.com/tpu/docs/supported-versions); tensorflow and tensorflow-cpu from PyPI cannot.
+TF_TPU_DISTRIBUTIONS = ("tensorflow-tpu", "tf-nightly-tpu")
+
+
+def tensorflow_can_use_tpu(distribution: str | None) -> bool:
+    """True for the TensorFlow distributions built for TPUs (``tensorflow-tpu``, ``tf-nightly-tpu``)."""
+    return distribution in TF_TPU_DISTRIBUTIONS
+
+
 # Other packages worth knowing the version of.
 PACKAGES = ("jaxlib", "libtpu", "libtpu-nightly", "keras", "numpy", "xprof", "tpututor")
 
@@ -79,7 +92,7 @@ def _run_command(argv: Sequence[str], timeout: float = 10.0) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def _dist_version(name: str) -> str | None:
+def dist_version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)
     except (importlib.metadata.PackageNotFoundError, ValueError):
@@ -99,7 +112,7 @@ class Host:
     root: Path = Path("/")
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     run: Callable[[Sequence[str]], str | None] = _run_command
-    version: Callable[[str], str | None] = _dist_version
+    version: Callable[[str], str | None] = dist_version
     modules: Collection[str] = field(default_factory=lambda: frozenset(sys.modules))
     cpu_count: int | None = field(default_factory=lambda: len(os.sched_getaffinity(0))
                                   if hasattr(os, "sched_getaffinity") else os.cpu_count())

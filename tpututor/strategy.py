@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .runtime import Host, detect_accelerator, installed_frameworks
+from .runtime import Host, detect_accelerator, installed_frameworks, tensorflow_can_use_tpu
 
 __all__ = ["Chosen", "choose"]
 
@@ -43,7 +43,7 @@ def choose(cpu_replicas: int = 4, *, tf: Any = None, host: Host | None = None) -
     tried: list[str] = []
 
     distribution = installed_frameworks(host)["tensorflow"].distribution
-    if accelerator.kind == "tpu" and distribution not in (None, "tensorflow-tpu", "tf-nightly", "tensorflow"):
+    if accelerator.kind == "tpu" and distribution is not None and not tensorflow_can_use_tpu(distribution):
         tried.append(f"{accelerator.name} attached, but TensorFlow here is {distribution}, which cannot use "
                      "a TPU (install tensorflow-tpu)")
     elif accelerator.kind == "tpu":

@@ -1,13 +1,20 @@
 """Execute lessons headless with papermill, render them to HTML, summarise the run.
 
-Used by ``make run`` (``python -m tpututor run``) and by the test suite, so a
-lesson runs the same way in both. Lessons are discovered, never listed by
-hand: every ``notebooks/NN_*.ipynb``.
+Used by ``make run`` (``python -m tpututor run``) and by the test suite, so a lesson runs the
+same way in both. The lessons are those of the clone (:mod:`tpututor.course.catalog`), or the
+notebooks named. A lesson whose front matter ``imports`` a framework that is missing or broken
+here is *skipped* with the reason (``make colab-jax`` relies on this), never half-run.
+
+With ``rehearse=True`` (the test suite) the run ends with one more cell, added to the executed
+copy only: it replays every exercise as the student build has it (the worked answer replaced by
+its stub, the names it bound removed) and records each check's verdict, so one execution shows
+both that the worked answers pass and that the student version says NOT ATTEMPTED.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 import traceback
@@ -15,32 +22,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .check import STRICT_ENV
-from .config import ENV_VAR, profile as resolve_profile
+from ..check import STRICT_ENV
+from ..config import ENV_VAR, profile as resolve_profile
+from . import catalog
 
-__all__ = ["discover", "execute", "run_all", "write_timings", "format_table", "LessonResult", "NOTEBOOKS"]
+__all__ = ["discover", "execute", "run_all", "write_timings", "format_table", "LessonResult", "REHEARSAL_TAG",
+           "missing_imports"]
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 CELL_TIMEOUT = {"ci": 300, "full": 1800}
+REHEARSAL_TAG = "tpututor-rehearsal"
 
 
-def discover(directory: str | os.PathLike = NOTEBOOKS) -> list[Path]:
+def discover(directory: str | os.PathLike | None = None) -> list[Path]:
     """Every lesson notebook (``NN_topic.ipynb``) in teaching order."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"no notebooks folder at {directory}")
-    return sorted(p for p in directory.glob("[0-9][0-9]*_*.ipynb") if p.is_file())
+    return [lesson.notebook for lesson in catalog.lessons(directory)]
 
 
 @dataclass
 class LessonResult:
     lesson: str
-    status: str  # "ok" | "failed"
+    status: str  # "ok" | "failed" | "skipped"
     seconds: float
     device: str
     output: Path | None = None
     html: Path | None = None
-    error: str | None = None
+    error: str | None = None  # why it failed, or why it was skipped
 
 
 @contextlib.contextmanager
@@ -67,6 +73,37 @@ def _error_summary(exc: BaseException) -> str:
     return last[:500]
 
 
+def missing_imports(notebook: Path) -> list[str]:
+    """What the lesson's front matter ``imports`` that cannot be used here, each with the reason."""
+    from .. import frameworks
+
+    md = notebook.with_suffix(".md")
+    if not md.exists():
+        return []
+    out = []
+    for name in catalog.read(md).imports:
+        status = frameworks.status(name)
+        if not status.usable:
+            out.append(f"{name} ({status.error})")
+    return out
+
+
+def _with_rehearsal(notebook: Path, folder: Path) -> Path:
+    """A copy of ``notebook`` with the rehearsal cell appended (see the module docstring)."""
+    import nbformat
+
+    from .student import exercises
+
+    nb = nbformat.read(notebook, as_version=4)
+    pairs = [{"solution": s.source, "check": c.source} for s, c in exercises(nb)]
+    source = ("from tpututor.course import student as _student\n"
+              f"_student.rehearse(get_ipython(), {json.dumps(pairs)!r})")
+    nb.cells.append(nbformat.v4.new_code_cell(source, metadata={"tags": [REHEARSAL_TAG]}))
+    path = folder / notebook.name
+    nbformat.write(nb, path)
+    return path
+
+
 def execute(
     notebook: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -76,13 +113,15 @@ def execute(
     device: str = "",
     kernel: str = "python3",
     cell_timeout: int | None = None,
+    rehearse: bool = False,
 ) -> LessonResult:
     """Run one notebook top to bottom with papermill; never raises for a failing lesson.
 
-    The kernel sees ``TPUTUTOR_PROFILE=profile`` and strict exercise checks.
-    The executed notebook is written to ``out_dir`` even when a cell fails,
-    with the error in place, so the failure can be read.
+    The kernel sees ``TPUTUTOR_PROFILE=profile`` and strict exercise checks. The executed
+    notebook is written to ``out_dir`` even when a cell fails, with the error in place.
     """
+    import tempfile
+
     import papermill
 
     notebook = Path(notebook)
@@ -90,21 +129,24 @@ def execute(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     output = out_dir / notebook.name
+    missing = missing_imports(notebook)
+    if missing:
+        return LessonResult(notebook.stem, "skipped", 0.0, device, None, None,
+                            f"needs {', '.join(missing)}")
     start = time.perf_counter()
     status, error = "ok", None
-    with _env(**{ENV_VAR: profile, STRICT_ENV: "1"}):
+    with tempfile.TemporaryDirectory() as tmp, _env(**{ENV_VAR: profile, STRICT_ENV: "1"}):
+        source = _with_rehearsal(notebook, Path(tmp)) if rehearse else notebook
         try:
             papermill.execute_notebook(
-                str(notebook), str(output), kernel_name=kernel, cwd=str(notebook.parent),
+                str(source), str(output), kernel_name=kernel, cwd=str(notebook.parent),
                 progress_bar=False, log_output=False,
                 execution_timeout=cell_timeout or CELL_TIMEOUT[profile],
             )
         except Exception as exc:  # a failing lesson is a result, not a crash of the runner
             status, error = "failed", _error_summary(exc)
     seconds = time.perf_counter() - start
-    page = None
-    if html and output.exists():
-        page = render_html(output)
+    page = render_html(output) if html and output.exists() else None
     return LessonResult(notebook.stem, status, round(seconds, 1), device, output, page, error)
 
 
@@ -128,7 +170,7 @@ def format_table(results: Sequence[LessonResult]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     for r in results:
         if r.error:
-            lines.append(f"{r.lesson}: {r.error}")
+            lines.append(f"{r.lesson} {r.status}: {r.error}")
     return "\n".join(lines)
 
 
@@ -140,31 +182,33 @@ def run_all(
     html: bool = True,
 ) -> list[LessonResult]:
     """Execute lessons one after another and print a line as each finishes."""
-    from .runtime import detect
+    from ..runtime import detect
 
     chosen = resolve_profile(profile)
     paths = [Path(p) for p in notebooks] if notebooks else discover()
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"no notebook at {path}")
     device = detect().summary()
     print(f"tpututor: running {len(paths)} lesson(s), profile {chosen}, on {device}", flush=True)
     results = []
     for path in paths:
-        if not path.exists():
-            raise FileNotFoundError(f"no notebook at {path}")
         r = execute(path, out_dir, profile=chosen, html=html, device=device)
-        print(f"  {r.lesson}: {r.status} in {r.seconds:.1f} s", flush=True)
+        print(f"  {r.lesson}: {r.status}" + (f" ({r.error})" if r.status == "skipped" else f" in {r.seconds:.1f} s"),
+              flush=True)
         results.append(r)
     write_timings(results, Path(out_dir) / "timings.json", chosen, device)
     return results
 
 
 def write_timings(results: Sequence[LessonResult], path: Path, profile: str, device: str) -> None:
-    """Record a run (profile, machine, date, seconds per lesson) for the instructor guide."""
+    """Record a run (profile, machine, date, seconds per lesson) for the instructor guide and the site."""
     import datetime
-    import json
     import platform
 
     doc = {"profile": profile, "machine": device, "date": datetime.date.today().isoformat(),
            "python": platform.python_version(),
-           "lessons": {r.lesson: {"status": r.status, "seconds": r.seconds} for r in results}}
+           "lessons": {r.lesson: {"status": r.status, "seconds": r.seconds, **({"error": r.error} if r.error else {})}
+                       for r in results}}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")

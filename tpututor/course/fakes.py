@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .runtime import Host
+from ..runtime import Host
 
-__all__ = ["Machine", "MACHINES", "make_host"]
+__all__ = ["Machine", "MACHINES", "make_host", "COLAB_TPU_PACKAGES", "COLAB_JAX_STACK"]
 
-# Packages as a Colab TPU runtime ships them (googlecolab/backend-info, 2026-08-19).
+# Packages as a Colab TPU runtime ships them (googlecolab/backend-info pip-freeze.tpu.txt at a724079,
+# 2026-08-19). `make colab-jax` builds its environment from the JAX-based ones.
 COLAB_TPU_PACKAGES = {"jax": "0.7.2", "jaxlib": "0.7.2", "libtpu": "0.0.21.1", "torch": "2.9.0+cpu",
-                      "torch-xla": "2.9.0", "keras": "3.13.2"}
+                      "torch-xla": "2.9.0", "keras": "3.13.2", "flax": "0.11.2", "optax": "0.2.8",
+                      "orbax-checkpoint": "0.12.4", "grain": "0.2.18", "transformers": "5.15.0",
+                      "datasets": "4.8.5", "numpy": "2.1.3"}
+COLAB_JAX_STACK = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain")
 LAPTOP_PACKAGES = {"jax": "0.10.2", "jaxlib": "0.10.2", "numpy": "2.4.6"}
 
 

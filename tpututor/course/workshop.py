@@ -2,96 +2,76 @@
 
 ``make workshop`` runs every lesson in the ``ci`` and the ``full`` profile on this
 machine (``python -m tpututor run``, which writes ``timings.json``), keeps both
-records in ``docs/timings.json``, and writes the guide: agendas for a half and a
-full day, per lesson its objectives, prerequisites, the runtime it wants, the
+records in ``docs/timings.json``, and writes the guide: agendas for a half day, a
+full day and the whole course, per lesson its objectives, prerequisites, the runtime it wants, the
 measured execution times and a reading time, and the common failures with
 their fixes (from the doctor's warnings on faked machines and the pre-flight).
 
-``python -m tpututor.workshop [CI_TIMINGS FULL_TIMINGS]``; with no arguments it
-regenerates the guide from ``docs/timings.json``.
+``python -m tpututor.course workshop [CI_TIMINGS FULL_TIMINGS]``; with no arguments it
+regenerates the guide from ``docs/timings.json``. Lessons are read through
+:mod:`tpututor.course.catalog`, from their front matter.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from . import launch
+from . import catalog
+from .catalog import Lesson
 
-__all__ = ["Lesson", "read_lessons", "guide", "main"]
-
-ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
-
-
-@dataclass
-class Lesson:
-    stem: str
-    title: str
-    objectives: list[str]
-    minutes: int | None
-    needs: str
-    runtime: str  # "CPU is enough" | "TPU better" | "TPU slice better" | "TPU slice needed"
-    prerequisites: str
-
-
-def _runtime(needs: str) -> str:
-    text = needs.lower()
-    if "slice is needed" in text:
-        return "TPU slice needed"
-    if "slice is better" in text:
-        return "CPU is enough, TPU slice better"
-    if "tpu is better" in text:
-        return "CPU is enough, TPU better"
-    return "CPU is enough"
-
-
-def read_lessons(notebooks: Path = ROOT / "notebooks") -> list[Lesson]:
-    """Title, objectives, time, needs and prerequisites of every lesson, read from its Markdown."""
-    out = []
-    for md in launch.lessons(notebooks):
-        text = md.read_text()
-        title, minutes, needs = launch.lesson_fields(text)
-        needs_text = needs or "?"
-        goals = re.search(r"\*\*You will learn to\*\*\n\n(.*?)\n\n", text, re.S)
-        objectives = [" ".join(item.split()) for item in re.split(r"\n- ", "\n" + goals.group(1))[1:]] if goals else []
-        prereq = re.search(r"(Lessons? [^.]*?) helps?\.", text)
-        out.append(Lesson(md.stem, title, objectives, minutes, needs_text,
-                          _runtime(needs_text), " ".join(prereq.group(1).split()) if prereq else "none"))
-    return out
+__all__ = ["guide", "main"]
 
 
 def _fmt_s(seconds: float | None) -> str:
     return "–" if seconds is None else (f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min")
 
 
-def _agenda(lessons: Sequence[Lesson], start_h: int, budget_min: int, title: str) -> list[str]:
-    """A schedule: each lesson's reading time plus 10 minutes of slack, a break every 90 minutes."""
-    lines = [f"### {title}", "", "| time | what |", "|---|---|"]
-    t, since_break = start_h * 60, 0
-    for lesson in lessons:
-        length = (lesson.minutes or 30) + 10
-        if t - start_h * 60 + length > budget_min:
-            break
-        if since_break + length > 100:
-            lines.append(f"| {t // 60:02d}:{t % 60:02d} | break (15 min) |")
-            t, since_break = t + 15, 0
-        lines.append(f"| {t // 60:02d}:{t % 60:02d} | {lesson.title} ({length} min) |")
-        t, since_break = t + length, since_break + length
-    lines.append(f"| {t // 60:02d}:{t % 60:02d} | wrap-up: `check.report()`, questions |")
+def _clock(t: int) -> str:
+    return f"{t // 60:02d}:{t % 60:02d}"
+
+
+def _agenda(lessons: Sequence[Lesson], title: str, days: int, hours: float, start_h: int = 9) -> list[str]:
+    """A schedule over ``days`` days of ``hours`` hours from ``start_h``: each lesson's reading time plus
+    10 minutes of slack, a 15-minute break before 100 minutes pass without one, lunch (60 min) once a
+    full day passes 12:30. A lesson that does not fit the day moves to the next; lessons that fit no
+    day are listed as left out."""
+    lines = [f"### {title}", ""]
+    queue = list(lessons)
+    full_day = hours >= 6
+    for day in range(1, days + 1):
+        if days > 1:
+            lines += [f"**Day {day}**", ""]
+        lines += ["| time | what |", "|---|---|"]
+        t, end, since_break, lunch = start_h * 60, start_h * 60 + int(hours * 60), 0, not full_day
+        while queue:
+            length = queue[0].minutes + 10
+            if not lunch and t >= 11 * 60 + 30 and t + length > 12 * 60 + 45:  # it would run into lunchtime
+                lines.append(f"| {_clock(t)} | lunch (60 min) |")
+                t, since_break, lunch = t + 60, 0, True
+            pause = 15 if since_break and since_break + length > 100 else 0
+            if t + pause + length > end - 15:
+                break
+            if pause:
+                lines.append(f"| {_clock(t)} | break (15 min) |")
+                t, since_break = t + pause, 0
+            lesson = queue.pop(0)
+            lines.append(f"| {_clock(t)} | {lesson.heading} ({length} min) |")
+            t, since_break = t + length, since_break + length
+        lines += [f"| {_clock(t)} | wrap-up: `check.report()`, questions |", ""]
+    if queue:
+        lines += ["Left for another day: " + ", ".join(lesson.heading for lesson in queue) + ".", ""]
     return lines
 
 
 def _failures() -> list[str]:
     """Common failures and their fixes: the doctor's warnings on faked machines, then setup and pre-flight."""
+    from ..doctor import warnings_for
+    from ..runtime import detect
     from . import fakes
-    from .doctor import warnings_for
-    from .runtime import detect
 
     # (situation, fake machine, what the frameworks said when probed)
     cases = [(m.description, m, None) for m in fakes.MACHINES.values()] + [
@@ -151,20 +131,24 @@ def guide(lessons: Sequence[Lesson], timings: dict) -> str:
         "## Agendas",
         "",
     ]
-    out += _agenda(lessons, 9, 210, "Half day (3.5 hours)") + [""]
-    out += _agenda(lessons, 9, 420, "Full day (7 hours)") + [""]
+    out += _agenda(lessons, "Half day (3.5 hours): the first lessons", 1, 3.5)
+    out += _agenda(lessons, "Full day (8 hours with lunch)", 1, 8)
+    days = next(d for d in range(1, 10) if not _agenda(lessons, "", d, 8)[-2].startswith("Left"))
+    out += _agenda(lessons, f"The whole course ({days} days of 8 hours)", days, 8)
     out += ["## Lessons", "", "| lesson | runtime | reading time | runs in (ci) | runs in (full) |",
             "|---|---|---|---|---|"]
     for lesson in lessons:
         c = ci.get("lessons", {}).get(lesson.stem, {})
         f = full.get("lessons", {}).get(lesson.stem, {})
-        out.append(f"| {lesson.title} | {lesson.runtime} | {lesson.minutes or '?'} min | "
+        out.append(f"| {lesson.heading} | {lesson.runtime} | {lesson.minutes} min | "
                    f"{_fmt_s(c.get('seconds'))} | {_fmt_s(f.get('seconds'))} |")
     out.append("")
+    everyone = catalog.by_topic(list(lessons))
     for lesson in lessons:
-        out += [f"### {lesson.title}", "", f"- **Runtime:** {lesson.runtime}. The lesson says: {lesson.needs}.",
-                f"- **Prerequisites:** {lesson.prerequisites}.",
-                f"- **Reading and exercises:** about {lesson.minutes or '?'} minutes.", "- **Objectives:**"]
+        before = ", ".join(everyone[t].heading for t in lesson.prerequisites) or "none"
+        out += [f"### {lesson.heading}", "", f"- **Runtime:** {lesson.runtime}. The lesson says: {lesson.note}.",
+                f"- **Prerequisites:** {before}.",
+                f"- **Reading and exercises:** about {lesson.minutes} minutes.", "- **Objectives:**"]
         out += [f"  - {goal}" for goal in lesson.objectives]
         out.append("")
     out += ["## Common failures and their fixes", ""] + _failures() + [""]
@@ -173,27 +157,29 @@ def guide(lessons: Sequence[Lesson], timings: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    record = DOCS / "timings.json"
+    root = catalog.find_root()
+    docs = root / "docs"
+    record = docs / "timings.json"
     if args:
         if len(args) != 2:
-            print("usage: python -m tpututor.workshop [CI_TIMINGS FULL_TIMINGS]", file=sys.stderr)
+            print("usage: python -m tpututor.course workshop [CI_TIMINGS FULL_TIMINGS]", file=sys.stderr)
             return 2
         timings = {}
         for path in args:
             run = json.loads(Path(path).read_text())
             if any(v["status"] != "ok" for v in run["lessons"].values()):
-                print(f"{path}: a lesson failed; fix it before timing the workshop", file=sys.stderr)
+                print(f"{path}: a lesson failed or was skipped; the guide times every lesson", file=sys.stderr)
                 return 1
             timings[run["profile"]] = run
-        DOCS.mkdir(exist_ok=True)
+        docs.mkdir(exist_ok=True)
         record.write_text(json.dumps(timings, indent=2) + "\n")
     elif record.exists():
         timings = json.loads(record.read_text())
     else:
         print(f"no {record}: run make workshop", file=sys.stderr)
         return 2
-    (DOCS / "workshop.md").write_text(guide(read_lessons(), timings))
-    print(f"wrote {DOCS / 'workshop.md'}")
+    (docs / "workshop.md").write_text(guide(catalog.lessons(root / "notebooks"), timings))
+    print(f"wrote {docs / 'workshop.md'}")
     return 0
 
 
