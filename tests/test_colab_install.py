@@ -1,5 +1,5 @@
 """The Colab path end to end: the setup cell's own install command, against this repository served
-as a git URL with its release tag, in a fresh virtualenv with Colab's markers; then lesson 00 runs
+as a git URL with its release tag, in a fresh virtualenv with Colab's markers; then lesson 00 (where am I running?) runs
 there and the pre-flight says READY.
 
 Nothing reaches GitHub: git's ``url.<base>.insteadOf`` points https://github.com/<repository> at a

@@ -99,7 +99,7 @@ PROFILING = next(stem for stem, entry in launch.lessons.table().items() if "xpro
     ("colab-v5e-1", PROFILING, [], ["xprof==2.24.2"]),  # only what this lesson imports
     ("colab-v5e-1", PROFILING, ["xprof"], None),
     ("kaggle-v5e-8", PROFILING, [], ["xprof==2.24.2"]),
-    ("colab-cpu", "00_where_am_i", [], None),  # lesson 00 imports no add-on
+    ("colab-cpu", "00_where_am_i", [], None),  # lesson 00 (where am I running?) imports no add-on
     ("laptop-cpu", PROFILING, [], None),  # never on your own machine: make lab installed everything
     ("tpu-vm-v6e-8", PROFILING, [], None),
 ])

@@ -171,3 +171,70 @@ def test_each_lesson_was_executed_exactly_once(executed):
     for stem in IDS:
         executed(stem)
     assert EXECUTIONS == {stem: 1 for stem in IDS}
+
+
+# ----------------------------------------------------------------- references by number
+
+REF = re.compile(r"\b[Ll]essons? (\d\d)\b")
+NEXT_NUMBER = re.compile(r"(?:,| and| or|–|-|to) (\d\d)\b")
+
+
+def _mentions(text: str):
+    """(number, the words about it) for every 'lesson NN' in a text: the words run from the number to
+    the next number of the same list, or to the end of the sentence (at most 160 characters)."""
+    for m in REF.finditer(text):
+        start, numbers = m.start(1), [(m.group(1), m.start(1))]
+        pos = m.end(1)
+        while True:
+            chunk = text[pos:pos + 160]
+            nxt = NEXT_NUMBER.search(chunk)
+            stop = re.search(r"[.;:!?](\s|$)|\n\n", chunk)
+            if nxt and (not stop or nxt.start() < stop.start()) and nxt.start() < 80:
+                numbers.append((nxt.group(1), pos + nxt.start(1)))
+                pos += nxt.end(1)
+            else:
+                break
+        ends = [p for _, p in numbers[1:]] + [start + 200]
+        for (number, at), end in zip(numbers, ends):
+            sentence = re.split(r"[.;!?](?:\s|$)|\n\n", text[at:end])[0]
+            yield number, sentence
+
+
+def _reference_files():
+    files = list((ROOT / "notebooks").rglob("*.md")) + [ROOT / "README.md"] + list((ROOT / "docs").glob("*.md"))
+    files += list((ROOT / "tpututor").rglob("*.py")) + list((ROOT / "tests").glob("*.py"))
+    files += list((ROOT / "benchmarks").glob("*.py")) + list((ROOT / "binder").glob("*"))
+    return [f for f in files if f.is_file() and f.name != "test_notebooks.py"]
+
+
+def test_every_lesson_reference_by_number_names_that_lessons_topic():
+    by_number = {lesson.number: lesson for lesson in CATALOG}
+    stale = []
+    for path in _reference_files():
+        for number, words in _mentions(path.read_text()):
+            lesson = by_number.get(number)
+            names = ([lesson.title, lesson.title.split(":")[0], lesson.topic.replace("_", " "), *lesson.aliases]
+                     if lesson else [])
+            if not any(name.lower() in words.lower() for name in names):
+                stale.append(f"{path.relative_to(ROOT)}: 'lesson {number}{words[2:60]}' does not name "
+                             + (f"{lesson.heading} (say which, or add an alias)" if lesson else "any lesson"))
+    assert not stale, "\n".join(stale)
+
+
+NOTE = re.compile(r"^> \*\*On an? (TPU|GPU|TPU slice) \(not checked here\):\*\*(.*?)(?=\n\n|\n[^>]|\Z)", re.M | re.S)
+SOURCED = re.compile(r"Source: \[[^\]]+\]\(https?://[^)]+\)(?:,? [^,.]*)?, read \d{4}-\d{2}-\d{2}\.")
+MEASURED = re.compile(r"Measured: \[[^\]]+\]\(([^)]+)\) on [^,]+, \d{4}-\d{2}-\d{2}\.")
+
+
+@pytest.mark.parametrize("md", LESSONS, ids=IDS)
+def test_every_not_checked_here_note_is_sourced_and_dated_or_points_at_a_measurement(md):
+    text = md.read_text()
+    for label in re.findall(r"\*\*On an? [^*]*\(not checked here\)[^*]*\*\*", text):
+        assert re.fullmatch(r"\*\*On an? (TPU|GPU|TPU slice) \(not checked here\):\*\*", label), (
+            f"{md.name}: {label!r} is not the course's note label")
+    for kind, body in NOTE.findall(text):
+        body = " ".join(line.lstrip("> ") for line in body.splitlines())
+        measured = MEASURED.search(body)
+        assert SOURCED.search(body) or measured, f"{md.name}: a note with no 'Source: [..](url), read DATE.': {body[:120]}"
+        if measured:
+            assert (md.parent / measured.group(1)).resolve().exists(), f"{md.name}: {measured.group(1)} is not committed"

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from pathlib import Path
 
 from conftest import run_python
 from tpututor import profile as traces
@@ -143,17 +144,42 @@ def test_torch_xla_traces_read_the_same_way(tmp_path):
     assert "dot" in [name for name, *_ in traces.top_ops(t)] and len(t.step_events) == 2
 
 
+def listening_addresses(port: int) -> set[str]:
+    """The IPv4 addresses a TCP port listens on here, from /proc/net/tcp (state 0A = LISTEN)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:
+            found.add(".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+def test_a_multi_host_run_reads_every_hosts_file(tmp_path):
+    run = tmp_path / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    for host, op in (("host-a", "dot.1"), ("host-b", "add.2")):
+        events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+                  {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+                  {"ph": "X", "pid": 1, "tid": 2, "name": op, "ts": 1, "dur": 4}]
+        with gzip.open(run / f"{host}.trace.json.gz", "wt") as f:
+            json.dump({"traceEvents": events}, f)
+    t = traces.load(tmp_path)
+    assert t.hosts == ["host-a", "host-b"] and len(t.files) == 2
+    assert {name for name, *_ in traces.top_ops(t)} == {"dot", "add"}
+
+
 @pytest.mark.slow
 def test_xprof_server_on_localhost_lists_the_run_and_stops(jax_trace):
     with traces.serve(jax_trace, timeout=120) as server:
         assert server.url.startswith("http://127.0.0.1:")
         assert server.runs() == [traces.latest_run(jax_trace).name]
         assert "trace_viewer" in " ".join(server.tools(server.runs()[0]))
-        with pytest.raises(OSError):  # bound to 127.0.0.1 only, not to the machine's other addresses
-            other = [a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")]
-            if not other:
-                raise OSError("no other address to try")
-            socket.create_connection((other[0], server.port), timeout=2)
+        assert listening_addresses(server.port) == {"127.0.0.1"}  # not 0.0.0.0, not another interface
+        other = [a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")]
+        if other:
+            with pytest.raises(OSError):
+                socket.create_connection((other[0], server.port), timeout=2)
     assert server.process.poll() is not None, "the server process has ended"
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=2)

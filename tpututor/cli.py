@@ -88,10 +88,11 @@ def _dtype(text: str) -> str:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from . import bench
+    from . import bench, frameworks
 
-    if args.framework not in bench.available():
-        print(f"python -m tpututor bench: error: {args.framework} is not installed here "
+    status = frameworks.status(args.framework)
+    if not status.usable:
+        print(f"python -m tpututor bench: error: {status.skipped('timing it')} "
               f"(pip install 'tpututor[...]' or the framework itself)", file=sys.stderr)
         return 2
     records = []

@@ -50,6 +50,7 @@ class Event:
     process: str
     thread: str
     args: dict = field(default_factory=dict, compare=False, hash=False)
+    host: str = ""  # which host's file it came from (a multi-host run writes one per host)
 
     @property
     def end(self) -> float:
@@ -59,8 +60,13 @@ class Event:
 @dataclass
 class Trace:
     run_dir: Path
-    file: Path
-    events: list[Event]
+    file: Path  # the first host's trace file
+    events: list[Event]  # every host's events, in time order
+    files: list[Path] = field(default_factory=list)  # one per host
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({e.host for e in self.events})
 
     @functools.cached_property
     def device_events(self) -> list[Event]:
@@ -80,7 +86,9 @@ class Trace:
 
     @functools.cached_property
     def step_events(self) -> list[Event]:
-        return sorted((e for e in self.events if "step_num" in e.args), key=lambda e: e.ts)
+        """The step annotations of the first host (every host runs the same steps)."""
+        first = self.hosts[0] if self.events else ""
+        return sorted((e for e in self.events if "step_num" in e.args and e.host == first), key=lambda e: e.ts)
 
     @functools.cached_property
     def host_events(self) -> list[Event]:
@@ -91,8 +99,9 @@ class Trace:
         def encloses(e: Event) -> bool:
             return any(e.ts <= s.ts and e.end >= s.end for s in marked)
 
-        return [e for e in self.events
-                if e.thread == self.host_thread and "step_num" not in e.args and not encloses(e)]
+        first = self.hosts[0] if self.events else ""
+        return [e for e in self.events if e.host == first and e.thread == self.host_thread
+                and "step_num" not in e.args and not encloses(e)]
 
 
 def latest_run(logdir: str | os.PathLike) -> Path:
@@ -112,7 +121,10 @@ def latest_run(logdir: str | os.PathLike) -> Path:
 
 
 def load(path: str | os.PathLike) -> Trace:
-    """Parse the trace of a run (a log directory, a run folder, or a ``.trace.json.gz`` file)."""
+    """Parse the trace of a run (a log directory, a run folder, or a ``.trace.json.gz`` file).
+
+    A multi-host run writes one ``<host>.trace.json.gz`` per host into the run folder: all are
+    read, each event keeps its ``host``."""
     path = Path(path)
     if path.is_file():
         run_dir, files = path.parent, [path]
@@ -122,7 +134,14 @@ def load(path: str | os.PathLike) -> Trace:
     if not files:
         raise FileNotFoundError(f"no *.trace.json.gz in {run_dir}: the capture did not finish, or wrote "
                                 "only .xplane.pb (open that with XProf)")
-    file = files[0]
+    events: list[Event] = []
+    for file in files:
+        events += _read_events(file, file.name.removesuffix(".trace.json.gz"))
+    return Trace(run_dir, files[0], sorted(events, key=lambda ev: ev.ts), list(files))
+
+
+def _read_events(file: Path, host: str) -> list[Event]:
+    """The complete ("X") events of one host's trace file; malformed events are skipped."""
     try:
         with gzip.open(file, "rt") as f:
             doc = json.load(f)
@@ -151,16 +170,16 @@ def load(path: str | os.PathLike) -> Trace:
             continue  # a malformed event: skip it, keep the rest
         pid, tid = e.get("pid"), e.get("tid")
         events.append(Event(str(e.get("name", "?")), ts, dur, processes.get(pid, str(pid)),
-                            threads.get((pid, tid), str(tid)), e.get("args") or {}))
-    return Trace(run_dir, file, sorted(events, key=lambda ev: ev.ts))
+                            threads.get((pid, tid), str(tid)), e.get("args") or {}, host))
+    return events
 
 
 def _leaves(events: list[Event]) -> list[Event]:
     """The events that contain no other event of their thread (a while loop's body, not the loop)."""
     out = []
-    by_thread: dict[str, list[Event]] = {}
+    by_thread: dict[tuple[str, str], list[Event]] = {}
     for e in events:
-        by_thread.setdefault(e.thread, []).append(e)
+        by_thread.setdefault((e.host, e.thread), []).append(e)
     for evs in by_thread.values():
         evs.sort(key=lambda e: (e.ts, -e.dur))
         for i, e in enumerate(evs):

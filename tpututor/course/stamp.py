@@ -177,13 +177,31 @@ def _replace_table(text: str, table: str, where: str) -> str:
                   lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S)
 
 
-def stamp(root: str | Path | None = None) -> list[str]:
-    """Rewrite every lesson, the README's lesson table and lessons.json. Returns what changed."""
+def _readable(folder: Path) -> list[Lesson]:
+    """The lessons whose front matter reads, skipping any that does not (another author's lesson
+    being written); for stamping one lesson while others are in progress."""
+    out = []
+    for path in sorted(folder.glob("[0-9][0-9]_*.md")):
+        try:
+            out.append(catalog.read(path))
+        except catalog.LessonError:
+            continue
+    return out
+
+
+def stamp(root: str | Path | None = None, only: str | None = None) -> list[str]:
+    """Rewrite every lesson, the README's lesson table and lessons.json; with ``only`` (a lesson's
+    name), that lesson alone. Returns what changed."""
     root = Path(root) if root else catalog.find_root()
     s = settings(root / "pyproject.toml")
-    found = catalog.lessons(root / "notebooks")
+    found = catalog.lessons(root / "notebooks") if only is None else _readable(root / "notebooks")
     everyone = catalog.by_topic(found)
     changed = []
+    if only is not None:
+        mine = [lesson for lesson in found if lesson.stem == only]
+        if not mine:
+            catalog.read(root / "notebooks" / f"{only}.md")  # raises the reason it does not read
+        found = mine
     for lesson in found:
         text = lesson.path.read_text()
         new = stamp_text(text, lesson, everyone, s)
@@ -192,6 +210,8 @@ def stamp(root: str | Path | None = None) -> list[str]:
             changed.append(str(lesson.path.relative_to(root)))
         if _stamp_ipynb_metadata(lesson.notebook, lesson):
             changed.append(str(lesson.notebook.relative_to(root)))
+    if only is not None:
+        return changed
     readme = root / "README.md"
     text = readme.read_text()
     new = _replace_table(text, lesson_table(found, s), "README.md")
@@ -207,6 +227,8 @@ def stamp(root: str | Path | None = None) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    changed = stamp()
+    args = list(argv or [])
+    only = args[args.index("--only") + 1] if "--only" in args and args.index("--only") + 1 < len(args) else None
+    changed = stamp(only=only)
     print("stamped:", ", ".join(changed) if changed else "nothing to change")
     return 0
