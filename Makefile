@@ -8,6 +8,7 @@
 #   make release    tag v<version> once the setup cells, badges and version agree
 #   make clean      remove build outputs; make distclean also removes .venv
 #   make colab-jax  run the lessons under the JAX stack that Colab's TPU runtime ships (ci profile)
+#   make device-bundle / device-rehearsal   prepare the GPU machine's run, and rehearse it here
 
 # constraints.txt was locked for this Python; another one resolves other wheels, or none.
 LOCK_PYTHON := 3.11
@@ -21,7 +22,8 @@ LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 TEST_RUN := build/test-run
 
-.PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab-jax release python-check
+.PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab-jax release python-check \
+        device-bundle device-rehearsal
 
 python-check:
 	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
@@ -59,6 +61,18 @@ colab-jax: $(STAMP)
 	  -r $(COLAB_VENV)/colab.txt papermill ipykernel matplotlib tqdm pyyaml
 	$(COLAB_VENV)/bin/pip install --quiet --no-deps -e .
 	$(COLAB_VENV)/bin/python -m tpututor run --profile ci --out build/colab-jax --no-html
+
+# The accelerator day (tpututor/course/device.py): the wheels a GPU machine's image lacks, for its
+# Python 3.12, downloaded here; and the same check rehearsed here on the CPU, in a fresh Python 3.12
+# venv holding the image's JAX 0.11 stack and the carried wheels only (ci profile).
+DEVICE_VENV := .venv-device
+device-bundle: $(STAMP)
+	$(PY) -m tpututor.course device bundle --out build/device-bundle
+
+device-rehearsal: device-bundle
+	@test -x $(DEVICE_VENV)/bin/python || $$($(PY) -c "from tpututor.course.device import _python312; print(_python312())") -m venv $(DEVICE_VENV)
+	$(DEVICE_VENV)/bin/pip install --quiet --no-cache-dir $$($(PY) -c "from tpututor.course.device import IMAGE; print(' '.join(IMAGE))")
+	$(DEVICE_VENV)/bin/python -m tpututor.course device check --bundle build/device-bundle --out build/device-rehearsal --profile ci
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)
@@ -101,4 +115,4 @@ clean:
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(COLAB_VENV) *.egg-info
+	rm -rf $(VENV) $(COLAB_VENV) $(DEVICE_VENV) *.egg-info

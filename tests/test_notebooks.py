@@ -221,8 +221,9 @@ def test_every_lesson_reference_by_number_names_that_lessons_topic():
     assert not stale, "\n".join(stale)
 
 
-NOTE = re.compile(r"^> \*\*On an? (TPU|GPU|TPU slice) \(not checked here\):\*\*(.*?)(?=\n\n|\n[^>]|\Z)", re.M | re.S)
-SOURCED = re.compile(r"Source: \[[^\]]+\]\(https?://[^)]+\)(?:,? [^,.]*)?, read \d{4}-\d{2}-\d{2}\.")
+NOTE_KINDS = "TPU|GPU|TPU or GPU|TPU slice"
+NOTE = re.compile(rf"^> \*\*On an? ({NOTE_KINDS}) \(not checked here\):\*\*(.*?)(?=\n\n|\n[^>]|\Z)", re.M | re.S)
+SOURCED = re.compile(r"Sources?: \[[^\]]+\]\(https?://[^)]+\).*, read \d{4}-\d{2}-\d{2}\.\s*$")
 MEASURED = re.compile(r"Measured: \[[^\]]+\]\(([^)]+)\) on [^,]+, \d{4}-\d{2}-\d{2}\.")
 
 
@@ -230,7 +231,7 @@ MEASURED = re.compile(r"Measured: \[[^\]]+\]\(([^)]+)\) on [^,]+, \d{4}-\d{2}-\d
 def test_every_not_checked_here_note_is_sourced_and_dated_or_points_at_a_measurement(md):
     text = md.read_text()
     for label in re.findall(r"\*\*On an? [^*]*\(not checked here\)[^*]*\*\*", text):
-        assert re.fullmatch(r"\*\*On an? (TPU|GPU|TPU slice) \(not checked here\):\*\*", label), (
+        assert re.fullmatch(rf"\*\*On an? ({NOTE_KINDS}) \(not checked here\):\*\*", label), (
             f"{md.name}: {label!r} is not the course's note label")
     for kind, body in NOTE.findall(text):
         body = " ".join(line.lstrip("> ") for line in body.splitlines())

@@ -137,19 +137,22 @@ def stamp_text(text: str, lesson: Lesson, everyone: dict[str, Lesson], s: Settin
 
 
 def _stamp_ipynb_metadata(path: Path, lesson: Lesson) -> bool:
-    """Set the Colab keys in the paired .ipynb too: Jupytext keeps notebook metadata from it."""
+    """Copy the front matter and the Colab keys into the paired .ipynb: ``jupytext --sync`` keeps a
+    pair's notebook metadata from the .ipynb, so an edit made in the .md would otherwise be undone."""
     if not path.exists():
         return False
     import nbformat
+    import yaml
 
     nb = nbformat.read(path, as_version=4)
-    before = (nb.metadata.get("accelerator"), nb.metadata.get("colab"))
+    before = (nb.metadata.get("accelerator"), nb.metadata.get("colab"), nb.metadata.get("tpututor"))
     nb.metadata.pop("accelerator", None)
     nb.metadata.pop("colab", None)
     if lesson.colab == "tpu":
         nb.metadata["accelerator"] = COLAB_ACCELERATOR
         nb.metadata["colab"] = {"gpuType": COLAB_GPU_TYPE}
-    if before == (nb.metadata.get("accelerator"), nb.metadata.get("colab")):
+    nb.metadata["tpututor"] = yaml.safe_load(lesson.path.read_text()[4:].split("\n---\n", 1)[0])["tpututor"]
+    if before == (nb.metadata.get("accelerator"), nb.metadata.get("colab"), nb.metadata.get("tpututor")):
         return False
     nbformat.write(nb, path)
     return True
