@@ -84,3 +84,48 @@ def test_plot_marks_this_machine(tmp_path):
     ax = hardware.plot_chips(here=("this CPU", 1e11, 2e10))
     assert "this CPU" in [t.get_text() for t in ax.get_legend().get_texts()]
     ax.figure.savefig(tmp_path / "chips.png")
+
+
+# ICI per axis and topology (jax-ml/scaling-book tpus.md, "TPU Networking" and the interconnect
+# table "ICI BW/link (one-way / bidi)", read 2026-12-01)
+@pytest.mark.parametrize("name, one_way, bidi, topology", [
+    ("v3", 1e11, 2e11, "2D torus"), ("v4", 4.5e10, 9e10, "3D torus"), ("v5p", 9e10, 1.8e11, "3D torus"),
+    ("v5e", 4.5e10, 9e10, "2D torus"), ("v6e", 9e10, 1.8e11, "2D torus"),
+])
+def test_per_axis_ici_matches_scaling_books_interconnect_table(name, one_way, bidi, topology):
+    chip = hardware.lookup(name)
+    assert chip.ici_link_bandwidth == one_way and chip.ici_axis_bandwidth == bidi
+    assert chip.ici_topology == topology
+
+
+@pytest.mark.parametrize("chip", [c for c in hardware.chips() if c.ici_link_gbps], ids=lambda c: c.name)
+def test_every_per_axis_figure_has_its_own_source_and_date(chip):
+    assert chip.ici_source.startswith("https://") and chip.ici_source_date[:4].isdigit()
+
+
+def test_the_aggregate_interconnect_column_keeps_its_meaning():
+    # vendors' per-chip figure, every link both ways: v5e 400 GB/s over 4 ports is not one axis
+    assert hardware.lookup("v5e").interconnect_gbps == 400 and hardware.lookup("v5p").interconnect_gbps == 1200
+    for name in ("v4", "v5e", "v5p", "v6e"):  # one axis gets a fraction of the chip's total
+        chip = hardware.lookup(name)
+        assert chip.ici_axis_bandwidth < chip.interconnect_gbps * 1e9 / 2
+
+
+@pytest.mark.parametrize("name, shape, wraps", [
+    ("v5e", (2, 4), (False, False)),  # a v5e-8 (Cloud TPU docs: 2x4) wraps nowhere
+    ("v5e", (8, 16), (False, True)), ("v6e", (16, 16), (True, True)),
+    ("v5p", (4, 4, 4), (True, True, True)), ("v5p", (4, 4, 8), (True, True, True)),
+    ("v5p", (2, 2, 4), (False, False, False)), ("v4", (2, 2, 1), (False, False, False)),
+])
+def test_wraparound_follows_each_torus_rule(name, shape, wraps):
+    assert hardware.lookup(name).wraparound(shape) == wraps
+
+
+def test_wraparound_refuses_a_shape_that_is_not_the_torus_and_a_chip_without_a_rule():
+    with pytest.raises(ValueError, match=r"2D torus: give its slice as 2 positive integers, such as \(2, 4\)"):
+        hardware.lookup("v5e").wraparound((2, 2, 2))
+    with pytest.raises(ValueError, match="3D torus"):
+        hardware.lookup("v5p").wraparound((4, 0, 4))
+    with pytest.raises(ValueError, match="no ICI wraparound rule"):
+        hardware.lookup("v3").wraparound((4, 4))
+    assert hardware.lookup("H100").ici_axis_bandwidth is None and hardware.lookup("7x").ici_link_bandwidth is None

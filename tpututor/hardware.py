@@ -9,6 +9,20 @@ report for v5e; bandwidths are decimal GB/s.
 ``lookup`` accepts table names (``"v5e"``) and the ``device_kind`` strings JAX
 reports (``"TPU v5 lite"``, ``"NVIDIA H100 80GB HBM3"``). ``estimate_cpu``
 gives a labelled *estimate* for the local CPU, which has no datasheet row.
+
+ICI per axis. ``interconnect_gbps`` is the vendor's per-chip figure, every link
+of the chip counted in both directions. A collective along one mesh axis uses
+only that axis's links, so the TPU rows also carry the one-way bandwidth of one
+ICI link (``ici_link_gbps``), the torus (``ici_topology``) and where it closes
+into a ring (``ici_wrap_at``), with their own source and date (``ici_source``,
+``ici_source_date``): scaling-book's "How to Scale Your Model", TPU chapter.
+Along an axis with a wraparound link a chip sends both ways at once, so the
+axis carries 2 x ``ici_link_gbps`` (:attr:`Chip.ici_axis_bandwidth`, scaling-book's
+bidirectional figure); without one (small slices) it carries 1 x.
+:meth:`Chip.wraparound` applies the rule for a slice shape: a 2D torus (v5e,
+v6e) wraps along an axis of 16 chips (so a v5e-8, 2x4, wraps nowhere); a 3D
+torus (v4, v5p) wraps along every axis when the slice is made of whole 4x4x4
+cubes (4x4x4, 4x4x8) and along none otherwise (2x2x4).
 """
 
 from __future__ import annotations
@@ -18,7 +32,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 __all__ = [
     "Chip",
@@ -47,7 +61,7 @@ class Chip:
     hbm_gib: float | None
     hbm_gbps: float | None
     interconnect: str
-    interconnect_gbps: float | None  # bidirectional, per chip
+    interconnect_gbps: float | None  # bidirectional, per chip, all links together
     mxu: str
     tensorcores: int | None
     mxus_per_core: int | None
@@ -55,6 +69,11 @@ class Chip:
     source: str
     source_date: str
     notes: str = ""
+    ici_link_gbps: float | None = None  # one ICI link, one direction (TPUs only)
+    ici_topology: str = ""  # "2D torus" | "3D torus"
+    ici_wrap_at: int | None = None  # 2D: an axis of this size wraps; 3D: whole cubes of this edge wrap
+    ici_source: str = ""
+    ici_source_date: str = ""
 
     @property
     def peak_flops(self) -> float | None:
@@ -76,6 +95,38 @@ class Chip:
         if self.peak_flops is None or not self.hbm_bandwidth:
             return None
         return self.peak_flops / self.hbm_bandwidth
+
+    @property
+    def ici_link_bandwidth(self) -> float | None:
+        """Bytes/s over one ICI link in one direction (None where the table has no per-link figure)."""
+        return None if self.ici_link_gbps is None else self.ici_link_gbps * 1e9
+
+    @property
+    def ici_axis_bandwidth(self) -> float | None:
+        """Bytes/s a chip moves along one mesh axis that closes into a ring: both links, 2 x one-way.
+
+        This is scaling-book's "bidirectional" W_ici (9e10 on v5e, 1.8e11 on v5p and v6e).
+        Without a wraparound link the axis gives half of it (:meth:`wraparound`).
+        """
+        link = self.ici_link_bandwidth
+        return None if link is None else 2 * link
+
+    def wraparound(self, topology: Sequence[int]) -> tuple[bool, ...]:
+        """For a slice of this chip with the given shape (``(2, 4)``, ``(4, 4, 8)``), whether each
+        axis has a wraparound link. Raises a ValueError naming the fix for a shape that does not
+        fit the torus, or a chip whose table row has no wraparound rule."""
+        shape = tuple(topology)
+        dims = {"2D torus": 2, "3D torus": 3}.get(self.ici_topology)
+        if dims is None or self.ici_wrap_at is None:
+            raise ValueError(f"{self.label} has no ICI wraparound rule in the chip table; "
+                             "pass wraparound=True or False yourself")
+        if len(shape) != dims or any(not isinstance(n, int) or n < 1 for n in shape):
+            raise ValueError(f"{self.label} is a {self.ici_topology}: give its slice as {dims} positive "
+                             f"integers, such as {(2, 4) if dims == 2 else (4, 4, 4)}, not {shape}")
+        if dims == 3:  # wraparounds come from the optical switches of whole cubes
+            whole = all(n % self.ici_wrap_at == 0 for n in shape)
+            return (whole,) * 3
+        return tuple(n % self.ici_wrap_at == 0 for n in shape)
 
     @property
     def label(self) -> str:
@@ -140,6 +191,11 @@ def chips() -> tuple[Chip, ...]:
                 source=r["source"],
                 source_date=r["source_date"],
                 notes=r["notes"],
+                ici_link_gbps=number(r.get("ici_link_gbps") or ""),
+                ici_topology=r.get("ici_topology") or "",
+                ici_wrap_at=_int(r.get("ici_wrap_at") or ""),
+                ici_source=r.get("ici_source") or "",
+                ici_source_date=r.get("ici_source_date") or "",
             )
         )
     return tuple(rows)

@@ -7,9 +7,26 @@
 * :func:`shards` / :func:`shard_table` / :func:`plot_sharding` show which
   device holds which block of an array.
 * :func:`collectives` lists the collectives in a compiled program with the
-  bytes each moves; :func:`comm_seconds` estimates their time on a chip from
-  the hardware table (ICI bandwidth): a communication roofline beside the
-  compute one.
+  bytes each moves.
+* :func:`collective_seconds` estimates a collective's time along a mesh axis of
+  a TPU slice with scaling-book's model (per-axis ICI bandwidth, wraparound or
+  not, a latency floor per hop); :func:`data_parallel_threshold` and
+  :func:`tensor_parallel_limit` turn it into the two rules of thumb of its
+  training chapter. :func:`collective_table` shows a program's collectives with
+  their estimated time on several chips.
+
+The cost model (jax-ml/scaling-book, sharding.md "A Deeper Dive into TPU
+Communication Primitives", training.md): an all-gather or a reduce-scatter of V
+bytes (the whole array) along an axis of X chips takes (X-1)/X * V / W, where
+W is what the axis carries per chip: both directions of its two links, 2 x the
+one-way link bandwidth, when the axis closes into a ring with a wraparound
+link, and one direction only (half) when it does not, the case of small slices
+such as a v5e-8 (2x4). For large X that is V / W, independent of X. An
+all-reduce is a reduce-scatter plus an all-gather: twice that. An all-to-all
+is a quarter of an all-gather. A collective over several mesh axes gets the
+bandwidth of each. Small arrays are latency bound instead: about 1 us per hop,
+X/2 hops around a ring and X-1 along a line. Nothing here models overlap with
+compute, congestion or DCN.
 
 JAX is imported only inside the functions that need it.
 """
@@ -17,6 +34,7 @@ JAX is imported only inside the functions that need it.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -24,7 +42,8 @@ from typing import Any, Sequence
 from . import hardware, hlo
 
 __all__ = ["pick_devices", "suggest_shapes", "make_mesh", "shards", "shard_table", "plot_sharding",
-           "Collective", "collectives", "comm_seconds", "collective_table"]
+           "Collective", "collectives", "HOP_LATENCY", "collective_seconds", "data_parallel_threshold",
+           "tensor_parallel_limit", "collective_table"]
 
 
 def pick_devices(n: int, platform: str | None = None) -> list:
@@ -163,7 +182,22 @@ class Collective:
     shape: str  # the result's HLO shape
     bytes: int  # the result's size on each device
     group_size: int | None  # devices taking part in each group
-    moved: float | None  # bytes each device sends (ring algorithms), the figure for timing
+    moved: float | None  # bytes each device sends in a one-way ring
+
+    @property
+    def result(self) -> str:
+        """The result's shape without its layout (``f32[256,512]``), or ``N buffers, combined``."""
+        buffers = [m.group(0) for m in hlo.ARRAY_SHAPE.finditer(self.shape)]
+        return buffers[0] if len(buffers) == 1 else f"{len(buffers)} buffers, combined"
+
+    @property
+    def volume(self) -> float:
+        """V, the bytes of the whole array in scaling-book's cost model: the gathered result of an
+        all-gather, the unreduced input of a reduce-scatter (its result times the group), the
+        buffer of the others."""
+        if self.kind == "reduce-scatter" and self.group_size:
+            return float(self.bytes * self.group_size)
+        return float(self.bytes)
 
 
 def _group_size(text: str, default: int | None) -> int | None:
@@ -217,26 +251,131 @@ def collectives(program: Any, devices: int | None = None) -> list[Collective]:
     return out
 
 
-def comm_seconds(moved_bytes: float, chip: str | hardware.Chip) -> float:
-    """Estimated time to move ``moved_bytes`` per device over a chip's ICI/NVLink.
+HOP_LATENCY = 1e-6  # seconds per ICI hop: "typically around 1us" (scaling-book, sharding.md)
 
-    bytes / (the table's bidirectional per-chip interconnect bandwidth): a lower
-    bound that assumes every link of the chip is busy with this collective.
-    """
+_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
+
+
+def _ici_chip(chip: str | hardware.Chip) -> hardware.Chip:
     chip = hardware.lookup(chip) if isinstance(chip, str) else chip
-    if not chip.interconnect_gbps:
-        raise ValueError(f"{chip.label} has no chip-to-chip bandwidth in the table ({chip.interconnect or 'none'})")
-    return moved_bytes / (chip.interconnect_gbps * 1e9)
+    if chip.ici_link_bandwidth is None:
+        with_figures = ", ".join(c.name for c in hardware.chips() if c.ici_link_bandwidth)
+        why = (f"it connects over {chip.interconnect}, not an ICI torus" if chip.kind == "gpu"
+               else "the chip table has no per-link ICI figure for it")
+        raise ValueError(f"no ICI cost model for {chip.label}: {why}. Chips with per-axis figures: {with_figures}")
+    return chip
+
+
+def collective_seconds(kind: str, nbytes: float, axis_size: int | Sequence[int], chip: str | hardware.Chip, *,
+                       wraparound: bool | Sequence[bool], hop_latency: float = HOP_LATENCY) -> float:
+    """Estimated seconds for one collective along a mesh axis of a TPU slice (scaling-book's model).
+
+    ``nbytes`` is V, the whole array: an all-gather's gathered result, a
+    reduce-scatter's unreduced input, the buffer of an all-reduce, all-to-all or
+    permute (:attr:`Collective.volume` for one read from HLO). ``axis_size`` is
+    the chips along the axis, or a tuple of sizes for a collective over several
+    mesh axes. ``wraparound`` says whether that axis closes into a ring (one
+    bool per axis for a tuple); ``chip.wraparound(slice_shape)`` gives it.
+
+    all-gather, reduce-scatter: max(hops x hop_latency, (X-1)/X x V / W), with
+    W = 2 x the one-way link bandwidth per wrapped axis, 1 x per axis without
+    wraparound, summed over the axes; hops = X//2 around a ring, X-1 along a
+    line. all-reduce: twice that. all-to-all: a quarter of the bandwidth term.
+    collective-permute: V over one link to a neighbour. A lower bound in the
+    same sense as a roofline: no congestion, no overlap with compute.
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"unknown collective {kind!r}; the model knows {', '.join(_KINDS)}")
+    sizes = tuple(axis_size) if isinstance(axis_size, (tuple, list)) else (axis_size,)
+    if not sizes or any(not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1 for n in sizes):
+        raise ValueError(f"axis_size must be a positive integer or a tuple of them, got {axis_size!r}")
+    sizes = tuple(int(n) for n in sizes)
+    if isinstance(wraparound, bool):
+        wraps = (wraparound,) * len(sizes)
+    else:
+        wraps = tuple(wraparound) if isinstance(wraparound, (tuple, list)) else ()
+    if len(wraps) != len(sizes) or not all(isinstance(w, bool) for w in wraps):
+        raise ValueError(f"wraparound must be one bool, or one per axis of {sizes}; got {wraparound!r}")
+    if nbytes < 0 or hop_latency < 0:
+        raise ValueError(f"bytes and hop_latency must not be negative, got {nbytes} and {hop_latency}")
+    link = _ici_chip(chip).ici_link_bandwidth
+    x = math.prod(sizes)
+    if x == 1:
+        return 0.0
+    if kind == "collective-permute":
+        return max(hop_latency, nbytes / link)
+    bandwidth = sum(link * (2 if w else 1) for w in wraps)
+    hops = sum(n // 2 if w else n - 1 for n, w in zip(sizes, wraps))
+    moving = (x - 1) / x * nbytes / bandwidth
+    if kind == "all-to-all":
+        moving /= 4
+    factor = 2 if kind == "all-reduce" else 1
+    return factor * max(hops * hop_latency, moving)
+
+
+def data_parallel_threshold(chip: str | hardware.Chip, axis_size: int | Sequence[int], *,
+                            wraparound: bool | Sequence[bool], grad_bytes: int = 2) -> float:
+    """Tokens per chip above which a data-parallel step stays compute bound.
+
+    For a weight of P parameters the backward pass does 4 FLOPs per parameter
+    per token (the weight gradient and the input gradient, 2 each), and the
+    gradients (``grad_bytes`` each, bf16) are all-reduced along the data axis
+    while it runs. Compute hides the all-reduce when tokens per chip exceed
+    T_all-reduce(2P bytes) / (4P / C): C / W in the large-axis limit
+    (scaling-book, training.md, "Data Parallelism": 2,550 on v5p). Latency
+    is left out: P is large.
+    """
+    chip = _ici_chip(chip)
+    per_param = collective_seconds("all-reduce", grad_bytes, axis_size, chip, wraparound=wraparound, hop_latency=0)
+    return per_param / (4 / chip.peak_flops)
+
+
+def tensor_parallel_limit(d_ff: int, chip: str | hardware.Chip, *, wraparound: bool, act_bytes: int = 2) -> int:
+    """The largest tensor-parallel degree Y that keeps an MLP block compute bound along one axis.
+
+    scaling-book's 1D tensor parallelism (training.md, "Tensor Parallelism"):
+    each block all-gathers its [B, D] input and reduce-scatters its [B, D]
+    output over Y chips, and does 4 B D F / Y FLOPs per chip in between. B and
+    D cancel: compute bound while F / Y >= C x T_gather-plus-scatter per byte,
+    about Y < F x W / C (F / 2,550 on v5p).
+    """
+    chip = _ici_chip(chip)
+    if d_ff < 1:
+        raise ValueError(f"d_ff must be a positive integer, got {d_ff}")
+
+    def compute_bound(y: int) -> bool:
+        comms = sum(collective_seconds(k, act_bytes, y, chip, wraparound=wraparound, hop_latency=0)
+                    for k in ("all-gather", "reduce-scatter"))
+        return 4 * d_ff / (y * chip.peak_flops) >= comms
+
+    y = 1
+    while y < d_ff and compute_bound(y + 1):
+        y += 1
+    return y
 
 
 def collective_table(found: Sequence[Collective], chips: Sequence[str] = ("v5e", "v5p", "v6e")) -> str:
-    """Markdown: each collective, its bytes, and its estimated time on each chip."""
-    head = ["collective", "result", "group", "bytes moved per device", *[f"{hardware.lookup(c).label} µs" for c in chips]]
+    """Markdown: each collective, its bytes, and its estimated time on each chip.
+
+    Each group is taken as one ICI axis of that many chips, with the
+    wraparound that chip's torus has on such an axis (a 2D torus wraps at 16
+    chips; a 3D torus at multiples of 4, in whole cubes).
+    """
+    rows = [hardware.lookup(c) for c in chips]
+    head = ["collective", "result", "group", "V bytes", *[f"{c.label} µs" for c in rows]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in found:
-        times = [f"{comm_seconds(c.moved, chip) * 1e6:.2f}" if c.moved is not None else "?" for chip in chips]
-        buffers = [m.group(0) for m in hlo.ARRAY_SHAPE.finditer(c.shape)]
-        shape = buffers[0] if len(buffers) == 1 else f"{len(buffers)} buffers, combined"
-        lines.append(f"| {c.kind} | {shape} | {c.group_size or '?'} | "
-                     f"{'?' if c.moved is None else f'{c.moved:,.0f}'} | " + " | ".join(times) + " |")
+        times = []
+        for chip in rows:
+            if not c.group_size:
+                times.append("?")
+                continue
+            wraps = _axis_wraps(chip, c.group_size)
+            times.append(f"{collective_seconds(c.kind, c.volume, c.group_size, chip, wraparound=wraps) * 1e6:.2f}")
+        lines.append(f"| {c.kind} | {c.result} | {c.group_size or '?'} | {c.volume:,.0f} | " + " | ".join(times) + " |")
     return "\n".join(lines)
+
+
+def _axis_wraps(chip: hardware.Chip, n: int) -> bool:
+    """Whether one axis of ``n`` chips wraps: a 2D torus per axis; a 3D torus in whole cubes of its edge."""
+    return bool(chip.ici_wrap_at) and n % chip.ici_wrap_at == 0
