@@ -176,6 +176,9 @@ def test_xprof_server_on_localhost_lists_the_run_and_stops(jax_trace):
         assert server.runs() == [traces.latest_run(jax_trace).name]
         assert "trace_viewer" in " ".join(server.tools(server.runs()[0]))
         assert listening_addresses(server.port) == {"127.0.0.1"}  # not 0.0.0.0, not another interface
+        assert traces.listening_addresses(server.port) == {"127.0.0.1"}
+        op_profile = server.tool_data(server.runs()[0], "op_profile")
+        assert op_profile["deviceType"] == "CPU_ONLY" and not op_profile["byProgram"]["children"]
         other = [a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")]
         if other:
             with pytest.raises(OSError):
@@ -199,3 +202,129 @@ def test_nested_ops_count_once_and_clone_suffixes_fold(tmp_path):
         json.dump({"traceEvents": events}, f)
     ops = {name: (count, us) for name, count, us, _ in traces.top_ops(traces.load(tmp_path))}
     assert ops == {"dot": (1, 4.0), "tanh": (1, 4.0)}
+
+
+def _write_trace(tmp_path, events, name="vm"):
+    run = tmp_path / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True, exist_ok=True)
+    with gzip.open(run / f"{name}.trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    return traces.load(tmp_path)
+
+
+def _two_python_threads(load_ts=(0, 20), step_ts=(0, 20), waits=(15,)):
+    """A host with two threads both named "python" (the loop, tid 1, and a loader, tid 2) and a CPU device."""
+    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+              {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
+              {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "python"}},
+              {"ph": "M", "pid": 1, "tid": 3, "name": "thread_name", "args": {"name": "tf_XLACpu"}}]
+    for i, ts in enumerate(step_ts):
+        events.append({"ph": "X", "pid": 1, "tid": 1, "name": "train", "ts": ts, "dur": 20, "args": {"step_num": i}})
+        events.append({"ph": "X", "pid": 1, "tid": 3, "name": "dot.1", "ts": ts + 10, "dur": 10})
+    for ts in load_ts:
+        events.append({"ph": "X", "pid": 1, "tid": 2, "name": traces.INPUT, "ts": ts, "dur": 10})
+    for ts in waits:
+        events.append({"ph": "X", "pid": 1, "tid": 1, "name": traces.HOST_WAIT, "ts": ts, "dur": 5})
+    return events
+
+
+def test_threads_sharing_a_name_are_told_apart_by_id(tmp_path):
+    t = _write_trace(tmp_path, _two_python_threads())
+    assert t.host_thread == "python" and t.host_key == ("vm", 1, 1)
+    assert all(e.tid == 1 for e in t.host_events), "the loader's events are not the loop's host work"
+    assert traces.time_in(t, thread="loop") == 0 and traces.time_in(t) == pytest.approx(20)
+
+
+def test_overlap_says_how_much_loading_hides_behind_device_work(tmp_path):
+    hidden = _write_trace(tmp_path / "a", _two_python_threads(load_ts=(10, 30)))  # loads while dot.1 runs
+    exposed = _write_trace(tmp_path / "b", _two_python_threads(load_ts=(0, 20)))  # loads before it
+    assert traces.overlap(hidden) == pytest.approx(1.0) and traces.overlap(exposed) == pytest.approx(0.0)
+    assert traces.overlap(hidden, thread="loop") == 0.0, "nothing loads on the loop's thread"
+    with pytest.raises(ValueError, match="'any' or 'loop'"):
+        traces.time_in(hidden, thread="loader")
+
+
+def test_host_waits_count_only_waits_inside_steps(tmp_path):
+    t = _write_trace(tmp_path, _two_python_threads(waits=(15, 35, 60)))  # 60: after the last step (ends 40)
+    assert [w.ts for w in traces.host_waits(t)] == [15, 35]
+    assert "| host waits for a device value, per step | 1.0 | 1.0 |" in traces.compare(t, t)
+
+
+def test_a_prefetching_thread_shows_as_a_loader_not_as_the_loop(tmp_path):
+    import threading
+
+    def work():
+        with jax.profiler.TraceAnnotation(traces.INPUT):
+            np.linalg.svd(np.ones((100, 100)))
+
+    with jax.profiler.trace(str(tmp_path)):
+        with jax.profiler.StepTraceAnnotation("train", step_num=0):
+            loader = threading.Thread(target=work)
+            loader.start()
+            loader.join()
+            float(jnp.ones(4).sum())
+    t = traces.load(tmp_path)
+    assert traces.time_in(t) > 0 and traces.time_in(t, thread="loop") == 0
+    assert len(traces.host_waits(t)) == 1, "float() is one wait for a device value, on the loop's thread"
+
+
+@pytest.mark.parametrize("kind", traces.KINDS)
+def test_sample_plants_the_bottleneck_it_is_asked_for(kind, tmp_path):
+    t = traces.sample(kind, tmp_path, seed=3)
+    whole = traces.overall(t)
+    stalled = traces.time_in(t, thread="loop") * (1 - traces.overlap(t, thread="loop"))
+    waits = len(traces.host_waits(t)) / len(t.step_events)
+    if kind == "input-bound":
+        assert stalled >= 0.5 * whole.total_us
+    elif kind == "host-sync-bound":
+        assert stalled == 0 and waits == 1 and whole.device_share < 0.5
+    else:
+        assert stalled == 0 and waits == 0
+
+
+def test_sample_names_the_kinds_it_knows():
+    with pytest.raises(ValueError, match="input-bound"):
+        traces.sample("disk-bound")
+
+
+def test_memory_profile_lists_live_buffers_with_their_call_site(tmp_path):
+    kept = jnp.ones((256, 1024), jnp.float32) + 1  # 1 MiB, allocated on this line
+    path = tmp_path / "memory.prof"
+    jax.profiler.save_device_memory_profile(str(path))
+    profile = traces.read_memory_profile(path)
+    assert profile.sample_types == [("allocations", "count"), ("space", "bytes")]
+    ours = [a for a in profile.allocations if a.kind == "buffer" and a.bytes >= kept.nbytes]
+    assert ours and any("test_memory_profile_lists_live_buffers" in a.site() for a in ours)
+    assert profile.total("buffer") >= kept.nbytes
+    assert traces.read_memory_profile(path.read_bytes()).allocations == profile.allocations
+    assert "| kind | device | count | MiB |" in traces.memory_table(profile)
+
+
+def test_a_file_that_is_not_a_memory_profile_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.prof"
+    bad.write_bytes(gzip.compress(b"\x0a\xff"))  # a field that claims more bytes than there are
+    with pytest.raises(ValueError, match="not a pprof memory profile.*save_device_memory_profile"):
+        traces.read_memory_profile(bad)
+
+
+def test_listening_addresses_sees_a_localhost_listener_and_its_end():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert traces.listening_addresses(port) == {"127.0.0.1"}
+    assert traces.listening_addresses(port) == set()
+
+
+def test_jax_profiler_server_listens_on_every_interface_until_stopped():
+    """What the lesson says about start_server, checked: it binds [::] (no address argument) and
+    stop_server closes it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    jax.profiler.start_server(port)
+    try:
+        assert traces.listening_addresses(port) == {"::"}
+    finally:
+        jax.profiler.stop_server()
+    assert traces.listening_addresses(port) == set()

@@ -413,11 +413,14 @@ class _Collector(logging.Handler):
 
 @contextlib.contextmanager
 def compiles() -> Iterator[list[str]]:
-    """Collect the names of the programs JAX compiles inside the block (via ``jax_log_compiles``).
+    """Collect the names of the programs JAX compiles inside the block (via ``jax_log_compiles``)::
 
         with hlo.compiles() as log:
             f(x)
         len(log)  # how many compilations
+
+    Every program counts, including the small ones JAX compiles for single operations (making
+    inputs inside the block adds some): create inputs before the block.
     """
     import jax
 

@@ -5,14 +5,21 @@
 :func:`load` parses the JSON with the standard library into :class:`Event`
 records; :func:`top_ops` ranks the device operations; :func:`steps` splits
 each step (``StepTraceAnnotation``) into device compute, host-only work and
-idle time; :func:`plot_timeline` draws it; :func:`compare` puts two profiles
-side by side. :func:`serve` starts XProf's web server on 127.0.0.1.
+idle time; :func:`time_in`, :func:`overlap` and :func:`host_waits` measure the input pipeline
+and the host's waits for device values; :func:`plot_timeline` draws it;
+:func:`compare` puts two profiles side by side. :func:`sample` captures a short
+loop with a chosen bottleneck (for practice). :func:`read_memory_profile`
+decodes ``jax.profiler.save_device_memory_profile``'s pprof file with the
+standard library. :func:`serve` starts XProf's web server on 127.0.0.1, and
+:func:`listening_addresses` says which addresses a port listens on.
 
 Which events count as *device* work: on TPUs and GPUs the ops of the
 ``/device:...`` process (its "XLA Ops" or stream threads); on the CPU backend
 the XLA kernels that run on XLA's own threads (``tf_XLA...``). Host work is the
-Python thread's events. Both rules are heuristics over the trace's names,
-printed where they matter.
+events of the thread that runs the training loop (the one holding the step
+annotations; every Python thread is named "python", so threads are told apart
+by id). Both rules are heuristics over the trace's names, printed where they
+matter.
 """
 
 from __future__ import annotations
@@ -33,8 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-__all__ = ["Event", "Trace", "StepBreakdown", "latest_run", "load", "top_ops", "steps", "overall", "step_table",
-           "op_table", "plot_timeline", "compare", "serve", "Server"]
+__all__ = ["Event", "Trace", "StepBreakdown", "INPUT", "HOST_WAIT", "KINDS", "latest_run", "load", "top_ops", "steps",
+           "overall", "step_table", "op_table", "time_in", "overlap", "host_waits", "plot_timeline", "compare",
+           "sample", "Allocation", "MemoryProfile", "read_memory_profile", "memory_table", "listening_addresses",
+           "serve", "Server"]
+
+INPUT = "load batch"  # the lesson's name for the input pipeline's TraceAnnotation
+HOST_WAIT = "np.asarray(jax.Array)"  # JAX's own annotation when the host reads a device value (float(), np.asarray)
+KINDS = ("input-bound", "host-sync-bound", "compute-bound")  # the bottlenecks sample() can plant
 
 _BOOKKEEPING = ("end: ", "ThreadpoolListener", "ThunkExecutor", "$")
 _NOT_COMPUTE = ("Dispatch", "::", "H2D", "D2H")  # transfers and runtime waits, not kernels
@@ -51,10 +64,17 @@ class Event:
     thread: str
     args: dict = field(default_factory=dict, compare=False, hash=False)
     host: str = ""  # which host's file it came from (a multi-host run writes one per host)
+    pid: int | str | None = None  # the trace's process and thread ids: several threads share a name
+    tid: int | str | None = None
 
     @property
     def end(self) -> float:
         return self.ts + self.dur
+
+    @property
+    def thread_key(self) -> tuple:
+        """Which thread ran it: (host file, process id, thread id), or the thread's name without ids."""
+        return (self.host, self.pid, self.tid) if self.tid is not None else (self.host, self.process, self.thread)
 
 
 @dataclass
@@ -78,11 +98,21 @@ class Trace:
 
     @functools.cached_property
     def host_thread(self) -> str | None:
-        """The thread that ran the Python program (where the step annotations are)."""
+        """The name of the thread that ran the Python program (where the step annotations are)."""
         names = [e.thread for e in self.events if "step_num" in e.args]
         if names:
             return names[0]
         return "python" if any(e.thread == "python" for e in self.events) else None
+
+    @functools.cached_property
+    def host_key(self) -> tuple | None:
+        """:attr:`Event.thread_key` of the training loop's thread: the one holding the first step annotation
+        (or the first thread named like :attr:`host_thread` when no step is annotated)."""
+        marked = [e for e in self.events if "step_num" in e.args]
+        if marked:
+            return marked[0].thread_key
+        named = [e for e in self.events if e.thread == self.host_thread]
+        return named[0].thread_key if named else None
 
     @functools.cached_property
     def step_events(self) -> list[Event]:
@@ -99,9 +129,8 @@ class Trace:
         def encloses(e: Event) -> bool:
             return any(e.ts <= s.ts and e.end >= s.end for s in marked)
 
-        first = self.hosts[0] if self.events else ""
-        return [e for e in self.events if e.host == first and e.thread == self.host_thread
-                and "step_num" not in e.args and not encloses(e)]
+        key = self.host_key
+        return [e for e in self.events if e.thread_key == key and "step_num" not in e.args and not encloses(e)]
 
 
 def latest_run(logdir: str | os.PathLike) -> Path:
@@ -170,16 +199,16 @@ def _read_events(file: Path, host: str) -> list[Event]:
             continue  # a malformed event: skip it, keep the rest
         pid, tid = e.get("pid"), e.get("tid")
         events.append(Event(str(e.get("name", "?")), ts, dur, processes.get(pid, str(pid)),
-                            threads.get((pid, tid), str(tid)), e.get("args") or {}, host))
+                            threads.get((pid, tid), str(tid)), e.get("args") or {}, host, pid, tid))
     return events
 
 
 def _leaves(events: list[Event]) -> list[Event]:
     """The events that contain no other event of their thread (a while loop's body, not the loop)."""
     out = []
-    by_thread: dict[tuple[str, str], list[Event]] = {}
+    by_thread: dict[tuple, list[Event]] = {}
     for e in events:
-        by_thread.setdefault((e.host, e.thread), []).append(e)
+        by_thread.setdefault(e.thread_key, []).append(e)
     for evs in by_thread.values():
         evs.sort(key=lambda e: (e.ts, -e.dur))
         for i, e in enumerate(evs):
@@ -302,47 +331,327 @@ def op_table(trace: Trace, n: int = 10) -> str:
     return "\n".join(lines)
 
 
-def plot_timeline(trace: Trace, ax=None, max_threads: int = 6, title: str | None = None):
-    """One row per busy thread, one bar per event, over the annotated steps (or the whole trace)."""
+def _run_window(trace: Trace) -> tuple[float, float]:
+    """The whole run: the first step's start to the end of the last device op or step (or the whole trace)."""
+    marked = trace.step_events
+    lo = marked[0].ts if marked else min(e.ts for e in trace.events)
+    return lo, _window_end(trace, lo, marked[-1].end if marked else max(e.end for e in trace.events))
+
+
+def time_in(trace: Trace, name: str = INPUT, *, thread: str = "any") -> float:
+    """Microseconds of the run (:func:`overall`'s window) covered by events called ``name``.
+
+    ``thread="any"`` counts them on every thread (a prefetching loader runs in its own thread);
+    ``thread="loop"`` only on the training loop's thread. Overlapping events count once."""
+    if thread not in ("any", "loop"):
+        raise ValueError(f"thread must be 'any' or 'loop', not {thread!r}")
+    lo, hi = _run_window(trace)
+    named = [e for e in trace.events if e.name == name and (thread == "any" or e.thread_key == trace.host_key)]
+    return _length(_union(_clip(named, lo, hi)))
+
+
+def overlap(trace: Trace, name: str = INPUT, *, thread: str = "any") -> float:
+    """The share of the time in events called ``name`` during which some device op runs: 0 when the
+    input pipeline and the device take turns, near 1 when the loading hides behind compute.
+    ``thread`` as in :func:`time_in`."""
+    if thread not in ("any", "loop"):
+        raise ValueError(f"thread must be 'any' or 'loop', not {thread!r}")
+    lo, hi = _run_window(trace)
+    named = [e for e in trace.events if e.name == name and (thread == "any" or e.thread_key == trace.host_key)]
+    spans = _union(_clip(named, lo, hi))
+    total = _length(spans)
+    if not total:
+        return 0.0
+    return (total - _minus(spans, _union(_clip(trace.device_events, lo, hi)))) / total
+
+
+def host_waits(trace: Trace) -> list[Event]:
+    """The training loop's waits for a device value inside its steps: JAX's ``np.asarray(jax.Array)``
+    events on the loop's thread that start within a step annotation (``float(loss)``, ``np.asarray(x)``,
+    ``x.item()`` each make one; a ``jax.device_get`` after the loop is not a per-step wait)."""
+    marked = trace.step_events
+    waits = [e for e in trace.events if e.name == HOST_WAIT and e.thread_key == trace.host_key
+             and any(s.ts <= e.ts < s.end for s in marked)]
+    return _leaves(waits)
+
+
+def plot_timeline(trace: Trace, ax=None, max_threads: int = 6, title: str | None = None,
+                  annotations: Sequence[str] = (INPUT,)):
+    """One row per busy thread, one bar per event, over the annotated steps (or the whole trace).
+
+    Device ops are blue, the training loop's thread orange, and events called one of ``annotations``
+    on other threads (a prefetching loader) green."""
     import matplotlib.pyplot as plt
 
     marked = trace.step_events
-    lo = marked[0].ts if marked else min(e.ts for e in trace.events)
-    # device work dispatched in the last step may finish after it: show it
-    hi = _window_end(trace, lo, marked[-1].end if marked else max(e.end for e in trace.events))
-    rows: dict[str, list[Event]] = {}
-    for e in trace.device_events + (trace.host_events if marked else []):
+    lo, hi = _run_window(trace)  # device work dispatched in the last step may finish after it: show it
+    host = trace.host_events if marked else []
+    other = [e for e in trace.events if e.name in annotations and e.thread_key != trace.host_key]
+    rows: dict[tuple, list[Event]] = {}
+    for e in trace.device_events + host + other:
         if e.end > lo and e.ts < hi:
-            rows.setdefault(e.thread, []).append(e)
-    busiest = sorted(rows, key=lambda t: -sum(e.dur for e in rows[t]))[:max_threads]
+            rows.setdefault(e.thread_key, []).append(e)
+    busiest = sorted(rows, key=lambda k: -sum(e.dur for e in rows[k]))[:max_threads]
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 0.6 * len(busiest) + 1.2))
-    for i, thread in enumerate(busiest):
-        bars = [((e.ts - lo) / 1e3, e.dur / 1e3) for e in rows[thread]]
-        colour = "tab:orange" if thread == trace.host_thread else "tab:blue"
+    labels = []
+    for i, key in enumerate(busiest):
+        bars = [((e.ts - lo) / 1e3, e.dur / 1e3) for e in rows[key]]
+        name = rows[key][0].thread
+        if key == trace.host_key:
+            colour, name = "tab:orange", f"{name} (loop)"
+        elif rows[key][0] in trace.device_events:
+            colour = "tab:blue"
+        else:
+            colour, name = "tab:green", f"{name} ({rows[key][0].name})"
         ax.broken_barh(bars, (i - 0.4, 0.8), facecolors=colour)
+        labels.append(name if len(name) < 28 else name[:25] + "...")
     for s in marked:
         ax.axvline((s.ts - lo) / 1e3, color="gray", lw=0.8, ls=":")
-    ax.set_yticks(range(len(busiest)), [t if len(t) < 28 else t[:25] + "..." for t in busiest], fontsize=8)
+    ax.set_yticks(range(len(busiest)), labels, fontsize=8)
     ax.set_xlabel("ms since the first step (dotted lines: step starts)")
-    ax.set_title(title or "timeline: host (orange) and device ops (blue)")
+    ax.set_title(title or "timeline: loop thread (orange), device ops (blue), loader (green)")
     return ax
 
 
 def compare(a: Trace, b: Trace, labels: tuple[str, str] = ("before", "after")) -> str:
-    """Two profiles side by side: the whole run's time and its split, and the top device ops of each."""
+    """Two profiles side by side: the whole run's time and its split, where the input pipeline ran,
+    the host's waits for device values, and the top device ops of each."""
     oa, ob = overall(a), overall(b)
+
+    def per_step(t: Trace) -> str:
+        return f"{len(host_waits(t)) / max(1, len(t.step_events)):.1f}"
+
     rows = [f"| | {labels[0]} | {labels[1]} |", "|---|---|---|",
             f"| steps, first start to last device op, ms | {oa.total_us / 1e3:.2f} | {ob.total_us / 1e3:.2f} |",
             f"| device busy | {oa.device_share:.0%} | {ob.device_share:.0%} |",
             f"| host only | {oa.host_us / oa.total_us:.0%} | {ob.host_us / ob.total_us:.0%} |",
-            f"| idle | {oa.idle_us / oa.total_us:.0%} | {ob.idle_us / ob.total_us:.0%} |"]
+            f"| idle | {oa.idle_us / oa.total_us:.0%} | {ob.idle_us / ob.total_us:.0%} |",
+            f"| `{INPUT}` on the loop's thread | {time_in(a, thread='loop') / oa.total_us:.0%} | "
+            f"{time_in(b, thread='loop') / ob.total_us:.0%} |",
+            f"| `{INPUT}` on any thread | {time_in(a) / oa.total_us:.0%} | {time_in(b) / ob.total_us:.0%} |",
+            f"| host waits for a device value, per step | {per_step(a)} | {per_step(b)} |"]
     ta, tb = top_ops(a, 3), top_ops(b, 3)
     for i in range(max(len(ta), len(tb))):
         fa = f"{ta[i][0]} ({ta[i][3]:.0%})" if i < len(ta) else "-"
         fb = f"{tb[i][0]} ({tb[i][3]:.0%})" if i < len(tb) else "-"
         rows.append(f"| top device op {i + 1} | {fa} | {fb} |")
     return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------- practice traces
+
+
+def sample(kind: str, logdir: str | os.PathLike | None = None, *, seed: int | None = None) -> Trace:
+    """Capture a short training loop whose bottleneck is ``kind`` (one of :data:`KINDS`), and load it.
+
+    Sizes, step counts and loop details are drawn at random (``seed`` fixes them), so a function that
+    diagnoses traces can be tried on loops it has not seen:
+
+    - ``"input-bound"``: a tiny model fed by a loader that waits (a stand-in for storage) and decodes on
+      the host, in the loop's thread; its work is annotated :data:`INPUT`; ``float(loss)`` or not;
+    - ``"host-sync-bound"``: a tiny model, its batch already on the device, and ``float(loss)`` every step;
+    - ``"compute-bound"``: a large model, its batch on the device, the losses read once after the loop.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    import random
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    rng = random.Random(seed)
+    logdir = Path(logdir) if logdir is not None else Path(tempfile.mkdtemp(prefix="tpututor-sample-"))
+    sizes = {"input-bound": ([64, 128], [16, 32], (4, 6)), "host-sync-bound": ([32, 64, 128], [4, 8, 16], (30, 60)),
+             "compute-bound": ([512, 768], [256, 384], (4, 6))}[kind]
+    width, batch, n = rng.choice(sizes[0]), rng.choice(sizes[1]), rng.randint(*sizes[2])
+
+    @jax.jit
+    def step(w, x):
+        loss, grad = jax.value_and_grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
+        return w - 0.01 * grad, loss
+
+    w = jnp.eye(width) + 0.01 * jax.random.normal(jax.random.key(rng.randrange(1 << 16)), (width, width))
+    x = jax.random.normal(jax.random.key(rng.randrange(1 << 16)), (batch, width))
+    read_s = rng.uniform(0.006, 0.012)
+
+    def read_batch(i: int):
+        with jax.profiler.TraceAnnotation(INPUT):
+            time.sleep(read_s)  # waiting for storage
+            return np.random.default_rng(i).standard_normal((batch, width), dtype=np.float32)
+
+    w, loss = step(w, x)  # compile outside the trace
+    jax.block_until_ready(loss)
+    sync = rng.random() < 0.5
+    with jax.profiler.trace(str(logdir)):
+        losses = []
+        for i in range(n):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                if kind == "input-bound":
+                    w, loss = step(w, read_batch(i))
+                    if sync:
+                        float(loss)
+                    else:
+                        losses.append(loss)
+                elif kind == "host-sync-bound":
+                    w, loss = step(w, x)
+                    float(loss)
+                else:
+                    w, loss = step(w, x)
+                    losses.append(loss)
+        jax.block_until_ready((w, losses))
+    return load(logdir)
+
+
+# --------------------------------------------------------------------------- device memory profile
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One sample of a device memory profile: live buffers (or executables) made at one call site."""
+
+    kind: str  # "buffer" or "executable"
+    device: str  # e.g. "cpu:0", "tpu:0"
+    count: int
+    bytes: int
+    stack: tuple[str, ...]  # innermost frame first: "function (file:line)"
+
+    def site(self, skip: Sequence[str] = ("/jax/", "/jaxlib/", "site-packages", "<frozen")) -> str:
+        """The innermost frame outside JAX and the libraries: where your code asked for the memory."""
+        return next((f for f in self.stack if not any(s in f for s in skip)), self.stack[0] if self.stack else "?")
+
+
+@dataclass
+class MemoryProfile:
+    sample_types: list[tuple[str, str]]  # (type, unit) of each value: ("allocations", "count"), ("space", "bytes")
+    allocations: list[Allocation]
+
+    def total(self, kind: str = "buffer") -> int:
+        return sum(a.bytes for a in self.allocations if a.kind == kind)
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        if i >= len(buf):
+            raise ValueError("truncated protobuf varint")
+        byte = buf[i]
+        i += 1
+        out |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return out, i
+
+
+def _fields(buf: bytes):
+    """(field number, value) of each field of a protobuf message: ints for varints, bytes otherwise."""
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 2:
+            size, i = _varint(buf, i)
+            value, i = buf[i:i + size], i + size
+        elif wire == 1:
+            value, i = buf[i:i + 8], i + 8
+        elif wire == 5:
+            value, i = buf[i:i + 4], i + 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield number, value
+
+
+def _packed(value) -> list[int]:
+    """A repeated integer field: packed (bytes of varints) or a single varint."""
+    if isinstance(value, int):
+        return [value]
+    out, i = [], 0
+    while i < len(value):
+        v, i = _varint(value, i)
+        out.append(v)
+    return out
+
+
+def read_memory_profile(source: str | os.PathLike | bytes) -> MemoryProfile:
+    """Decode a device memory profile (``jax.profiler.save_device_memory_profile``'s file, or
+    ``device_memory_profile()``'s bytes): gzip, then pprof's ``profile.proto``, read with the standard library.
+
+    Fields used (github.com/google/pprof, proto/profile.proto): Profile 1 sample_type, 2 sample, 4 location,
+    5 function, 6 string_table; Sample 1 location_id, 2 value, 3 label; Label 1 key, 2 str;
+    Location 1 id, 4 line; Line 1 function_id, 2 line; Function 1 id, 2 name, 4 filename."""
+    raw = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
+    try:
+        data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        top: dict[int, list] = {}
+        for number, value in _fields(data):
+            top.setdefault(number, []).append(value)
+        strings = [s.decode("utf-8", "replace") for s in top.get(6, [])]
+        functions, locations = {}, {}
+        for msg in top.get(5, []):
+            f = dict(_fields(msg))
+            functions[f.get(1, 0)] = (strings[f.get(2, 0)], strings[f.get(4, 0)])
+        for msg in top.get(4, []):
+            loc_id, frames = 0, []
+            for number, value in _fields(msg):
+                if number == 1:
+                    loc_id = value
+                elif number == 4:
+                    line = dict(_fields(value))
+                    name, file = functions.get(line.get(1, 0), ("?", "?"))
+                    frames.append(f"{name} ({file}:{line.get(2, 0)})")
+            locations[loc_id] = frames
+        types = [(strings[t.get(1, 0)], strings[t.get(2, 0)]) for t in (dict(_fields(m)) for m in top.get(1, []))]
+        allocations = []
+        for msg in top.get(2, []):
+            loc_ids, values, labels = [], [], {}
+            for number, value in _fields(msg):
+                if number == 1:
+                    loc_ids += _packed(value)
+                elif number == 2:
+                    values += _packed(value)
+                elif number == 3:
+                    label = dict(_fields(value))
+                    labels[strings[label.get(1, 0)]] = strings[label.get(2, 0)]
+            by_type = dict(zip((t for t, _ in types), values))
+            stack = tuple(frame for i in loc_ids for frame in locations.get(i, []))
+            allocations.append(Allocation(labels.get("kind", "?"), labels.get("device", "?"),
+                                          int(by_type.get("allocations", 0)), int(by_type.get("space", 0)), stack))
+    except (ValueError, IndexError, EOFError, OSError) as exc:
+        raise ValueError(f"not a pprof memory profile ({type(exc).__name__}: {exc}); write one with "
+                         "jax.profiler.save_device_memory_profile(path)") from exc
+    return MemoryProfile(types, allocations)
+
+
+def memory_table(profile: MemoryProfile, n: int = 8) -> str:
+    """The largest allocations: kind, device, count, MiB and the call site in your code."""
+    lines = ["| kind | device | count | MiB | where (innermost frame outside JAX) |", "|---|---|---|---|---|"]
+    for a in sorted(profile.allocations, key=lambda a: -a.bytes)[:n]:
+        device = a.device if a.device != "?" else "-"
+        lines.append(f"| {a.kind} | {device} | {a.count} | {a.bytes / 2**20:.2f} | `{a.site()}` |")
+    return "\n".join(lines)
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses a TCP port listens on, read from ``/proc/net/tcp`` and ``tcp6`` (Linux):
+    "0.0.0.0" or "::" mean every interface. Empty when nothing listens, or off Linux."""
+    found = set()
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            address, hex_port = parts[1].rsplit(":", 1)
+            if parts[3] != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # each 32-bit word is little-endian
+            found.add(socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, words))
+    return found
 
 
 # --------------------------------------------------------------------------- XProf
@@ -389,6 +698,15 @@ class Server:
     def runs(self) -> list[str]:
         """The profile runs the server lists, read over HTTP."""
         return self._get("data/plugin/profile/runs")
+
+    def hosts(self, run: str) -> list[str]:
+        """The hosts (trace files) of ``run``."""
+        return [h["hostname"] if isinstance(h, dict) else h for h in self._get(f"data/plugin/profile/hosts?run={run}")]
+
+    def tool_data(self, run: str, tool: str, host: str | None = None):
+        """What XProf's page for ``tool`` (e.g. "op_profile", "overview_page") is drawn from, as JSON."""
+        host = host if host is not None else self.hosts(run)[0]
+        return self._get(f"data/plugin/profile/data?run={run}&tag={tool}&host={host}")
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -206,13 +206,15 @@ def stamp(root: str | Path | None = None, only: str | None = None) -> list[str]:
             catalog.read(root / "notebooks" / f"{only}.md")  # raises the reason it does not read
         found = mine
     for lesson in found:
-        text = lesson.path.read_text()
-        new = stamp_text(text, lesson, everyone, s)
-        if new != text:
-            lesson.path.write_text(new)
-            changed.append(str(lesson.path.relative_to(root)))
         if _stamp_ipynb_metadata(lesson.notebook, lesson):
             changed.append(str(lesson.notebook.relative_to(root)))
+        text = lesson.path.read_text()
+        new = stamp_text(text, lesson, everyone, s)
+        if new != text or changed[-1:] == [str(lesson.notebook.relative_to(root))]:
+            # written after the .ipynb, so that `jupytext --sync` takes the .md as the newer file
+            lesson.path.write_text(new)
+            if new != text:
+                changed.append(str(lesson.path.relative_to(root)))
     if only is not None:
         return changed
     readme = root / "README.md"
