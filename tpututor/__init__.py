@@ -8,6 +8,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``hardware``: the chip table (peak FLOP/s, HBM, interconnect per axis), each row sourced
 - ``frameworks``: use a framework if it works here, or say why not (missing or broken)
 - ``doctor``: the report behind ``python -m tpututor doctor``, each warning with its fix
+- ``errors``: the error atlas (messages, causes, fixes) behind ``doctor --explain "<pasted error>"``
 - ``preflight``: can this runtime do the course, or the open lesson (``doctor --preflight``)
 - ``launch``: the setup cell's logic (install what a Colab or Kaggle runtime lacks)
 - ``lessons``: what each lesson needs, as shipped with the package
@@ -19,9 +20,10 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``profile``: read profiler traces in a notebook; XProf on 127.0.0.1
 - ``strategy``: the TensorFlow distribution strategy this machine can run
 - ``cost``: what TPU time costs, from a dated, sourced price table
+- ``plan``: memory, time and cost of a training run before you pay (``python -m tpututor plan``); request review
 - ``check``: self-checking exercises (PASSED, FAILED, NOT ATTEMPTED)
 - ``config``: the run profile (``full`` or ``ci``)
-- ``cli``: ``python -m tpututor`` (doctor, chips, bench, run)
+- ``cli``: ``python -m tpututor`` (doctor, chips, bench, run, plan)
 
 ``tpututor.course`` is the course tooling (stamping, the lesson runner, the student build, the
 workshop guide, releases, fake machines); it works on a clone of the repository.

@@ -1,9 +1,12 @@
-"""``python -m tpututor``: doctor, chips, bench and run.
+"""``python -m tpututor``: doctor, chips, bench, run and plan::
 
     python -m tpututor doctor [--json] [--no-probe] [--timeout S] [--preflight [--lesson NN_topic]]
+    python -m tpututor doctor --explain "<pasted error text>" [--json]   (--explain - reads stdin;
+                                                        exit 1 when no error atlas entry matches)
     python -m tpututor chips [--json]
     python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--json]
     python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
+    python -m tpututor plan --params 8e9 --tokens 1e12 --chip v5p --chips 256 [--mfu 0.4] [--region R] [--json]
 
 Exit status: 0 success, 1 a lesson failed, 2 bad usage.
 """
@@ -35,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--lesson", metavar="NN_topic", default=None,
                    help="with --preflight: check what this lesson needs (default: $TPUTUTOR_LESSON, "
                         "which a lesson's setup cell sets; else the whole course)")
+    d.add_argument("--explain", metavar="TEXT", default=None,
+                   help="seen an error? paste it: the error atlas entries it matches, with cause and fix "
+                        "('-' reads the text from standard input)")
 
     c = sub.add_parser("chips", help="the chip table (TPUs and GPUs) with sources")
     c.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
@@ -55,7 +61,54 @@ def _parser() -> argparse.ArgumentParser:
                    help="problem sizes (default: $TPUTUTOR_PROFILE, else full)")
     r.add_argument("--out", default="build", help="folder for executed notebooks (default build)")
     r.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
+
+    pl = sub.add_parser("plan", help="memory per chip, time and cost of a training run, with its assumptions")
+    pl.add_argument("--params", type=_plan_number("--params", "8e9"), required=True, help="model parameters, e.g. 8e9")
+    pl.add_argument("--tokens", type=_plan_number("--tokens", "1e12"), required=True, help="training tokens, e.g. 1e12")
+    pl.add_argument("--chip", required=True, help="chip-table name: v5e, v5p, v6e, 7x, H100, ... (tpututor chips)")
+    pl.add_argument("--chips", type=_positive_int, required=True, help="how many chips (or GPUs)")
+    pl.add_argument("--mfu", type=_plan_fraction, default=0.4, help="model FLOPs utilisation, 0-1 (default 0.4)")
+    pl.add_argument("--region", default="us-central1", help="price-table region (default us-central1)")
+    pl.add_argument("--price", type=_plan_number("--price", "2.70"), default=None, metavar="USD",
+                    help="your on-demand price per chip-hour (default: the table's list price)")
+    pl.add_argument("--param-bytes", type=_plan_bytes, default=2.0, help="bytes per weight (default 2, bf16)")
+    pl.add_argument("--grad-bytes", type=_plan_bytes, default=2.0, help="bytes per gradient (default 2, bf16)")
+    pl.add_argument("--optimizer-bytes", type=_plan_bytes, default=8.0,
+                    help="optimizer bytes per parameter (default 8, Adam's two f32 moments)")
+    pl.add_argument("--json", action="store_true", help="print a JSON document instead of text")
     return p
+
+
+def _plan_number(flag: str, example: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{flag} must be a positive number like {example}, got {text!r}")
+        return value
+    return parse
+
+
+def _plan_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"--mfu is a fraction in (0, 1], e.g. 0.4 for 40%, got {text!r}")
+    return value
+
+
+def _plan_bytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"bytes per parameter must be a number >= 0 (2 for bf16, 4 for f32), got {text!r}")
+    return value
 
 
 def _sizes(text: str) -> list[int]:
@@ -113,6 +166,8 @@ def _bench(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from .doctor import format_report, report
 
+    if args.explain is not None:
+        return _explain(args)
     if args.lesson and not args.preflight:
         print("python -m tpututor doctor: error: --lesson goes with --preflight", file=sys.stderr)
         return 2
@@ -129,6 +184,24 @@ def _doctor(args: argparse.Namespace) -> int:
     doc = report(probe=args.probe, timeout=args.timeout)
     print(json.dumps(doc, indent=2, sort_keys=False) if args.json else format_report(doc))
     return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from . import errors
+
+    if args.preflight or args.lesson:
+        print("python -m tpututor doctor: error: --explain goes alone (with --json at most)", file=sys.stderr)
+        return 2
+    text = args.explain
+    if text == "-":  # bytes, so that binary input gets the clear message below, not a UnicodeDecodeError
+        text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
+    try:
+        matches = errors.explain(text)
+    except errors.BadText as exc:
+        print(f"python -m tpututor doctor: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps([m.to_dict() for m in matches], indent=2) if args.json else errors.format_matches(matches))
+    return 0 if matches else 1
 
 
 def _num(value: float | None) -> str:
@@ -164,11 +237,25 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(r.status != "failed" for r in results) else 1
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from .plan import plan
+
+    try:
+        p = plan(args.params, args.tokens, args.chip, args.chips, args.mfu, region=args.region,
+                 price_per_chip_hour=args.price, param_bytes=args.param_bytes, grad_bytes=args.grad_bytes,
+                 optimizer_bytes=args.optimizer_bytes)
+    except ValueError as exc:
+        print(f"python -m tpututor plan: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(p.to_dict(), indent=2) if args.json else p.text())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("python -m tpututor: error: choose a command: doctor, chips, bench or run", file=sys.stderr)
+        print("python -m tpututor: error: choose a command: doctor, chips, bench, run or plan", file=sys.stderr)
         return 2
-    return {"doctor": _doctor, "chips": _chips, "bench": _bench, "run": _run}[args.command](args)
+    return {"doctor": _doctor, "chips": _chips, "bench": _bench, "run": _run, "plan": _plan}[args.command](args)

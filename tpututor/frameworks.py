@@ -3,7 +3,7 @@
 An installed framework that fails to import (a torch_xla built for another torch, a
 tensorflow-tpu whose libtpu conflicts with JAX's, a half-finished install) is treated exactly
 like an absent one: :func:`load` returns None and :func:`status` holds the reason, quoting the
-import error, so a lesson prints "skipped" with that reason instead of a traceback.
+import error, so a lesson prints "skipped" with that reason instead of a traceback::
 
     tf = frameworks.load("tensorflow")
     if tf is None:

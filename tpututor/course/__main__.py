@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-COMMANDS = ("stamp", "student", "workshop", "reference", "release")
+COMMANDS = ("stamp", "student", "workshop", "reference", "release", "errors_page", "device", "site", "translate")
 
 
 def main(argv: list[str] | None = None) -> int:

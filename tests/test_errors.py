@@ -1,0 +1,355 @@
+"""The error atlas: every CPU entry still prints what it quotes and its fix makes it go away;
+``doctor --explain`` finds entries from their messages, from paraphrases and from whole tracebacks."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tpututor import errors, lessons
+from tpututor.errors import ENTRIES, explain, quoted_in
+from tpututor.runtime import detect_accelerator
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+COLAB_PYTHON = ROOT / ".venv-colab-jax" / "bin" / "python"
+REPRODUCED = [e for e in ENTRIES if e.reproduced]
+WITH_FIX = [e for e in REPRODUCED if e.fixed]
+JAX_REPRODUCED = [e for e in REPRODUCED if e.framework == "JAX"]
+ENV = {  # where each kind of example runs: on the CPU, whatever this machine has
+    "JAX": {"JAX_PLATFORMS": "cpu"},
+    "TensorFlow": {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""},
+    "PyTorch/XLA": {"PJRT_DEVICE": "CPU", "TF_CPP_MIN_LOG_LEVEL": "2"},
+}
+# The examples are written for a fresh interpreter; sharing one, the JAX ones must not trip over each other's
+# jax_num_cpu_devices = 8 (JAX 0.7.2 refuses even the same value once its backend has started).
+PRELUDE = {"jax": """
+import jax
+jax.config.update("jax_num_cpu_devices", 8)
+_update = jax.config.update
+jax.config.update = lambda name, value: (None if name == "jax_num_cpu_devices" and value == 8
+                                         else _update(name, value))
+""", "tensorflow": "", "torch_xla": ""}
+
+# Runs many snippets in one interpreter, each in a fresh namespace; what each printed, warned or raised
+# comes back as JSON. Used for the examples that do not need a fresh process (most of them).
+DRIVER = r'''
+import contextlib, io, json, sys, warnings
+jobs = json.loads(sys.stdin.read())
+exec(jobs.pop("__prelude__"), {})
+results = {}
+for key, code in jobs.items():
+    buf = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(buf), \
+            contextlib.redirect_stderr(buf):
+        warnings.simplefilter("always")
+        try:
+            exec(compile(code, "<" + key + ">", "exec"), {"__name__": "__main__"})
+            raised = None
+        except BaseException as exc:
+            raised = type(exc).__name__ + ": " + str(exc)
+    text = buf.getvalue() + "".join(f"{w.category.__name__}: {w.message}\n" for w in caught) + (raised or "")
+    results[key] = {"output": text, "failed": raised is not None, "rc": 1 if raised else 0}
+print("@@RESULTS@@" + json.dumps(results))
+'''
+
+def _env(framework: str) -> dict[str, str]:
+    return {**os.environ, **ENV.get(framework, {})}
+
+
+def _shared(python: str, runner: str) -> dict[str, dict]:
+    """Every example and fix of one runner, run in one interpreter: {"id:example": result, ...}."""
+    entries = [e for e in REPRODUCED if e.runner == runner]
+    jobs = {"__prelude__": PRELUDE[runner]}
+    for e in entries:
+        jobs[f"{e.id}:example"] = e.example
+        if e.fixed:
+            jobs[f"{e.id}:fixed"] = e.fixed
+    out = subprocess.run([python, "-c", DRIVER], input=json.dumps(jobs), capture_output=True, text=True,
+                         timeout=600, cwd=ROOT, env=_env(entries[0].framework))
+    assert "@@RESULTS@@" in out.stdout, out.stderr[-3000:]
+    return json.loads(out.stdout.split("@@RESULTS@@", 1)[1])
+
+
+def _fresh(python: str, entry: errors.Entry, which: str) -> dict:
+    """One example (or fix) in a fresh interpreter of its own."""
+    out = subprocess.run([python, "-c", getattr(entry, which)], capture_output=True, text=True, timeout=600,
+                         cwd=ROOT, env=_env(entry.framework))
+    return {"output": out.stdout + out.stderr, "failed": out.returncode != 0, "rc": out.returncode}
+
+
+# Every interpreter a python needs is started at its first use, two at a time: they mostly wait on imports,
+# so the file takes about half its CPU time (the TensorFlow and torch_xla ones first: they are the slowest).
+_POOL = ThreadPoolExecutor(max_workers=2)
+_STARTED: dict[tuple[str, str], Future] = {}
+
+
+def _start(python: str) -> None:
+    if any(key[0] == python for key in _STARTED):
+        return
+    frameworks = ("PyTorch/XLA", "TensorFlow", "JAX") if python == str(PYTHON) else ("JAX",)
+    for framework in frameworks:
+        for runner in dict.fromkeys(e.runner for e in REPRODUCED if e.framework == framework):
+            if runner != "process":
+                _STARTED[(python, runner)] = _POOL.submit(_shared, python, runner)
+        for e in REPRODUCED:
+            if e.framework == framework and e.runner == "process":
+                for which in ("example", "fixed") if e.fixed else ("example",):
+                    _STARTED[(python, f"{e.id}:{which}")] = _POOL.submit(_fresh, python, e, which)
+
+
+def run(entry: errors.Entry, which: str, python: Path | str = PYTHON) -> dict:
+    """What ``entry.example`` (or ``.fixed``) printed: {"output", "failed", "rc"}."""
+    python = str(python)
+    _start(python)
+    if entry.runner != "process":
+        return _STARTED[(python, entry.runner)].result()[f"{entry.id}:{which}"]
+    return _STARTED[(python, f"{entry.id}:{which}")].result()
+
+
+def _needs_this_machine(entry: errors.Entry) -> None:
+    if entry.id == "jax-no-tpu-backend" and detect_accelerator().kind == "tpu":
+        pytest.skip("this machine has a TPU, so asking for one does not fail here")
+
+
+# ------------------------------------------------------------------ the entries themselves
+
+def test_the_atlas_has_at_least_15_entries_with_unique_ids_and_the_must_haves():
+    ids = [e.id for e in ENTRIES]
+    assert len(ids) >= 15 and len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", i) for i in ids)
+    must = {"tf-tpu-name", "tf-tpus-not-found", "jax-tracer-bool", "jax-sharding-type-matmul",
+            "jax-resource-exhausted", "tpu-in-use", "libtpu-version-mismatch", "xla-cpu-fallback",
+            "xla-recompiles", "xla-tf-before-torch-xla"}
+    assert must <= set(ids)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_each_entry_says_cause_fix_versions_and_the_lesson_that_teaches_it(entry):
+    assert entry.framework in ("JAX", "TPU runtime (libtpu)", "TensorFlow", "PyTorch/XLA")
+    assert entry.repro in errors.REPRO and entry.versions and entry.cause and entry.fix
+    topics = {name.split("_", 1)[1] for name in lessons.names()}
+    assert entry.lesson in topics, f"{entry.id}: no lesson with topic {entry.lesson!r}"
+    assert errors.where_taught(entry).startswith(("lesson ", "not taught"))
+    assert bool(entry.example) == entry.reproduced and (entry.runner != "") == entry.reproduced
+    assert entry.runner in ("", "jax", "tensorflow", "torch_xla", "process")
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.taught], ids=lambda e: e.id)
+def test_the_section_an_entry_names_is_a_heading_of_that_lesson(entry):
+    [md] = (ROOT / "notebooks").glob(f"[0-9][0-9]_{entry.lesson}.md")
+    headings = {re.sub(r"^\d+\.\s+", "", h).replace("`", "").strip()
+                for h in re.findall(r"^## (.+)$", md.read_text(), re.M)}
+    assert entry.taught in headings, f"{entry.id}: {md.name} has no section {entry.taught!r}: {sorted(headings)}"
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.repro != "cpu" or e.sources], ids=lambda e: e.id)
+def test_what_is_not_reproduced_on_a_cpu_cites_a_dated_source(entry):
+    assert entry.sources and entry.note, entry.id
+    assert all(url.startswith("https://") for _, url in entry.sources)
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", entry.read)
+    assert entry.hardware in ("", "TPU", "GPU") and (entry.repro != "tpu" or entry.hardware == "TPU")
+
+
+# ------------------------------------------------------------ reproduced on this CPU
+
+@pytest.mark.parametrize("entry", REPRODUCED, ids=lambda e: e.id)
+def test_the_example_still_prints_the_message_the_atlas_quotes(entry):
+    _needs_this_machine(entry)
+    result = run(entry, "example")
+    if entry.silent:  # nothing is printed: the example asserts the symptom itself
+        assert not result["failed"], f"{entry.id}: the symptom is gone:\n{result['output'][-2000:]}"
+    else:
+        for text in (entry.message, *entry.variants):
+            assert quoted_in(text, result["output"]), (
+                f"{entry.id}: the message changed; update the entry.\nquoted:  {text}\nprinted: "
+                f"{result['output'][-2000:]}")
+
+
+@pytest.mark.parametrize("entry", WITH_FIX, ids=lambda e: e.id)
+def test_the_fix_makes_the_message_go_away(entry):
+    _needs_this_machine(entry)
+    result = run(entry, "fixed")
+    assert not result["failed"], f"{entry.id}: the fix fails:\n{result['output'][-2000:]}"
+    assert entry.silent or not any(quoted_in(text, result["output"]) for text in (entry.message, *entry.variants))
+
+
+def test_tensorflow_before_torch_xla_aborts_the_process_with_status_134():
+    result = run(errors.get("xla-tf-before-torch-xla"), "example")
+    assert result["rc"] in (-6, 134), result  # SIGABRT: 134 in a shell, -6 from subprocess
+
+
+@pytest.mark.parametrize("entry", [e for e in REPRODUCED if not e.silent], ids=lambda e: e.id)
+def test_explain_finds_the_entry_from_the_whole_output_of_its_example(entry):
+    _needs_this_machine(entry)
+    output = run(entry, "example")["output"]
+    found = explain(output)
+    assert found and found[0].entry is entry, ([(m.entry.id, m.score, m.exact) for m in found], output[-3000:])
+
+
+@pytest.mark.skipif(not COLAB_PYTHON.exists(), reason="no .venv-colab-jax here (make colab-jax builds it)")
+@pytest.mark.parametrize("entry", JAX_REPRODUCED, ids=lambda e: e.id)
+def test_jax_entries_say_truly_whether_colabs_jax_prints_the_same(entry):
+    seen = "jax 0.7.2" in entry.versions
+    result = run(entry, "example", COLAB_PYTHON)
+    if entry.silent:
+        assert (not result["failed"]) == seen, result["output"][-1500:]
+    else:
+        assert quoted_in(entry.message, result["output"]) == seen, (
+            f"{entry.id}: jax 0.7.2 {'no longer prints' if seen else 'prints'} the quoted message: fix "
+            f"versions.\n{result['output'][-1500:]}")
+    for where, text in entry.also:
+        if where.startswith("jax 0.7.2"):
+            assert quoted_in(text, result["output"]), f"{entry.id}: jax 0.7.2 words it otherwise:\n{result['output']}"
+    if entry.fixed and (seen or "0.7.2 too" in entry.fix):  # the fix must work where the atlas says it does
+        fixed = run(entry, "fixed", COLAB_PYTHON)
+        assert not fixed["failed"], f"{entry.id}: the fix fails under jax 0.7.2:\n{fixed['output'][-1500:]}"
+
+
+# ------------------------------------------------------------------------ explain()
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_explain_finds_each_entry_from_its_own_message(entry):
+    for text in entry.texts:
+        found = explain(text.replace(errors.GAP, "42"))
+        assert entry in [m.entry for m in found], (text, [m.entry.id for m in found])
+    found = explain(entry.message)
+    assert found[0].entry is entry and found[0].exact
+
+
+PARAPHRASES = {
+    "jax-tracer-bool": "jax jit fails when I use a python if statement on an array: boolean conversion of a tracer",
+    "xla-recompiles": "pytorch xla keeps recompiling every step and training is slow",
+    "tpu-in-use": "the TPU is already used by another process so JAX cannot get it",
+    "xla-tf-before-torch-xla": "kernel died with LLVM error about CommandLine options after importing tensorflow",
+    "jax-resource-exhausted": "out of memory on the TPU: my model does not fit in HBM",
+    "tf-tpu-name": "TPUClusterResolver wants a TPU name",
+    "jax-mesh-too-big": "make_mesh says number of devices must be at least the product of the mesh shape",
+    "xla-cpu-fallback": "aten ops fall back to the CPU in torch_xla, op not lowered",
+    "jax-concretisation-typo": "ConcretisationTypeError abstract tracer concrete value",
+}
+
+
+@pytest.mark.parametrize("expected,text", PARAPHRASES.items(), ids=list(PARAPHRASES))
+def test_explain_finds_the_entry_from_a_paraphrase(expected, text):
+    expected = {"jax-concretisation-typo": "jax-concretization"}.get(expected, expected)
+    found = explain(text)
+    assert found and found[0].entry.id == expected, [(m.entry.id, round(m.score, 2)) for m in found]
+
+
+def test_explain_finds_the_error_at_the_end_of_a_long_noisy_log():
+    noise = "\n".join(f"step {i}: loss 0.{i:04d} lr 3e-4 tokens_per_second {1000 + i} checkpoint_saved_to_bucket"
+                      for i in range(3000))
+    found = explain(noise + "\nTraceback (most recent call last):\nValueError: Please provide a TPU Name to "
+                    "connect to.")
+    assert found and found[0].entry.id == "tf-tpu-name" and found[0].exact
+
+
+@pytest.mark.parametrize("text", ["hello world, the cat sat on the mat", "jax", "my code does not work",
+                                  "Segmentation fault (core dumped) in my C++ game engine"])
+def test_explain_says_nothing_matches_for_unrelated_text(text):
+    assert explain(text) == []
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t", "\x00\x01\x02\x03binary", "\udc80\udcff" * 20,
+                                  "".join(chr(c) for c in range(1, 31)) * 4, "12345 !!! ..."])
+def test_explain_rejects_empty_or_binary_text_with_a_clear_message(text):
+    with pytest.raises(errors.BadText, match="nothing to explain|does not look like error text|no words"):
+        explain(text)
+
+
+def test_quoted_in_needs_every_fixed_part_in_order():
+    message = "Number of devices … must be >= the product of mesh_shape …"
+    assert quoted_in(message, "ValueError: Number of devices 8 must be >= the product of mesh_shape (4, 4)")
+    assert not quoted_in(message, "the product of mesh_shape (4, 4) ... Number of devices 8 must be >=")
+    assert quoted_in(message, "NUMBER OF DEVICES 1 MUST BE >= THE PRODUCT\n OF MESH_SHAPE (2,)", loose=True)
+
+
+# ------------------------------------------------------------------------ the command line
+
+def _cli(*args: str | bytes, stdin: str | bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "tpututor", "doctor", *args], input=stdin, capture_output=True,
+                          timeout=60, cwd=ROOT, text=not isinstance(stdin, bytes) and
+                          not any(isinstance(a, bytes) for a in args))
+
+
+def test_doctor_explain_prints_cause_fix_and_lesson_for_a_pasted_message():
+    entry = errors.get("jax-sharding-type-matmul")
+    out = _cli("--explain", "jax._src.core.ShardingTypeError: " + entry.message + " Got lhs_contracting_spec=")
+    assert out.returncode == 0, out.stderr
+    assert entry.id in out.stdout and "Cause:" in out.stdout and "Fix:" in out.stdout
+    flat = " ".join(out.stdout.split())  # the text is wrapped for a terminal
+    assert "out_sharding" in flat and errors.where_taught(entry) in flat and errors.ATLAS_URL in flat
+
+
+def test_doctor_explain_with_no_match_says_so_points_to_the_atlas_and_exits_1():
+    out = _cli("--explain", "hello world, the cat sat on the mat")
+    assert out.returncode == 1 and "No entry in the error atlas matches" in out.stdout
+    assert errors.ATLAS_URL in out.stdout
+
+
+@pytest.mark.parametrize("bad", ["", "   ", pytest.param(b"\xff\xfe\x01\x02" * 30, id="binary")], ids=str)
+def test_doctor_explain_with_empty_or_binary_text_exits_2_with_a_clear_message(bad):
+    out = _cli("--explain", bad)
+    err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode()
+    assert out.returncode == 2 and "error:" in err and ("nothing to explain" in err or "error text" in err)
+
+
+def test_doctor_explain_reads_standard_input_and_prints_json():
+    text = "Traceback (most recent call last):\n  ...\nValueError: Please provide a TPU Name to connect to.\n"
+    out = _cli("--explain", "-", "--json", stdin=text)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert found[0]["id"] == "tf-tpu-name" and found[0]["exact"] and "tpu='local'" in found[0]["fix"]
+
+
+def test_doctor_explain_refuses_binary_standard_input():
+    out = _cli("--explain", "-", stdin=b"\x00\x01\x02\xff\xfe" * 50)
+    assert out.returncode == 2 and b"error text" in out.stderr
+
+
+def test_doctor_explain_does_not_mix_with_preflight():
+    out = _cli("--explain", "x", "--preflight")
+    assert out.returncode == 2 and "--explain" in out.stderr
+
+
+# ------------------------------------------------------------------------ the page
+
+def test_docs_errors_md_is_generated_from_the_entries():
+    page = ROOT / "docs" / "errors.md"
+    assert page.read_text() == errors.render_page(), "docs/errors.md is stale: python -m tpututor.course errors_page"
+
+
+def test_the_page_lists_every_entry_with_its_message_and_notes_in_the_course_style():
+    page = errors.render_page()
+    note = re.compile(r"^> \*\*On an? (TPU|GPU) \(not checked here\):\*\* .*Source: \[[^\]]+\]\(https://[^)]+\), "
+                      r"read \d{4}-\d{2}-\d{2}\.", re.M)
+    for e in ENTRIES:
+        assert f'<a id="{e.id}"></a>' in page and e.message in page
+    assert len(note.findall(page)) == sum(1 for e in ENTRIES if e.hardware)
+    assert "Seen an error?" in page and "doctor --explain" in page
+
+
+def test_the_atlas_url_follows_the_repository_setting():
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["tpututor"]
+    assert errors.ATLAS_URL == f"https://github.com/{settings['repository']}/blob/{settings['branch']}/docs/errors.md"
+
+
+def test_the_course_command_writes_the_page_and_check_reports_a_stale_one(tmp_path):
+    from tpututor.course import errors_page
+
+    target = tmp_path / "errors.md"
+    assert errors_page.main(["--out", str(target)]) == 0 and target.read_text() == errors.render_page()
+    target.write_text("old\n")
+    with contextlib.redirect_stderr(open(os.devnull, "w")):
+        assert errors_page.main(["--check", "--out", str(target)]) == 1
+    assert sys.modules["tpututor.errors"] is errors
