@@ -178,3 +178,36 @@ def test_price_table_renders_every_row_with_its_source():
     table = cost.price_table()
     assert table.count("\n") == 1 + len(cost.prices()) and "skypilot-catalog" in table
     assert cost.price_table("europe-west4").count("europe-west4") == sum(p.region == "europe-west4" for p in cost.prices())
+
+
+def test_a_committed_use_price_the_table_lacks_says_where_it_comes_from():
+    with pytest.raises(ValueError, match=r"no 1y committed-use price for v6e in us-central1.*sales.*pass price_per_chip_hour="):
+        cost.price("v6e").per_chip_hour(commitment="1y")
+    with pytest.raises(ValueError, match="price_per_chip_hour="):
+        cost.estimate("v5litepod-8", hours=10, commitment="3y")
+    with pytest.raises(ValueError, match="commitment must be one of 1y, 3y"):
+        cost.price("v6e").per_chip_hour(commitment="5y")
+    with pytest.raises(ValueError, match="spot and a commitment do not combine"):
+        cost.price("v6e").per_chip_hour(spot=True, commitment="1y")
+
+
+def test_a_committed_use_price_in_the_table_is_used_and_named_in_the_basis():
+    row = cost.Price("v6e", "us-central1", 2.70, 0.65, "https://example.com/p", "2026-12-01", "", 1.89, 1.22)
+    assert (row.per_chip_hour(commitment="1y"), row.per_chip_hour(commitment="3y")) == (1.89, 1.22)
+
+
+def test_the_h100_is_priced_per_gpu_hour_per_region_with_its_source():
+    gpus = [p for p in cost.prices() if p.kind == "gpu"]
+    assert {(p.chip, p.region) for p in gpus} >= {("H100", "us-central1"), ("H100", "us-east4"), ("H100", "europe-west4")}
+    for p in gpus:
+        assert p.source.startswith("https://") and "a3-highgpu-8g" in p.notes and "over 8 GPUs" in p.notes
+    assert cost.price("H100", "us-east4").on_demand_usd == pytest.approx((78.37241 + 9.46006) / 8, rel=1e-4)
+    with pytest.raises(ValueError, match="compute/gpus-pricing"):
+        cost.price("H100", "asia-east9")
+    assert cost.regions("H100") == ["europe-west4", "us-central1", "us-east4"]
+
+
+def test_the_price_table_shows_commitment_columns_and_filters_by_kind():
+    table = cost.price_table(kind="tpu")
+    assert "1-year commitment" in table and "3-year commitment" in table and "H100" not in table
+    assert "H100" in cost.price_table(kind="gpu") and "v6e" not in cost.price_table(kind="gpu")

@@ -4,6 +4,11 @@ TPU VMs bill per chip-hour while they exist (READY), whether or not they compute
 by generation, region and commitment (on demand, spot, committed use) and they change, so every
 row of ``data/tpu_prices.csv`` names its source and the date it was read, and
 :func:`estimate` also takes a price you looked up yourself (https://cloud.google.com/tpu/pricing).
+
+``data/gpu_prices.csv`` holds GPU prices for comparison (an H100 per GPU-hour, the share of its
+8-GPU VM, host included), read the same way. Committed-use (1- and 3-year) columns exist in both
+tables but are empty where no source read here published them: asking for one is an error that
+says where the number comes from (your contract, or the pricing page).
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from functools import lru_cache
 from .hardware import data_rows, number
 from .runtime import parse_accelerator_type
 
-__all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in"]
+__all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in", "regions", "COMMITMENTS"]
 
 PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
+GPU_PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
+CUD_PAGE = "https://cloud.google.com/tpu/docs/long-term-reservation"
+COMMITMENTS = ("1y", "3y")
 
 
 def chips_in(accelerator_type: str) -> int:
@@ -33,7 +41,7 @@ def chips_in(accelerator_type: str) -> int:
 
 @dataclass(frozen=True)
 class Price:
-    """List price of one chip-hour of a generation in a region, with where and when it was read."""
+    """List price of one chip-hour (TPU) or GPU-hour (GPU) in a region, with where and when it was read."""
 
     chip: str
     region: str
@@ -42,31 +50,71 @@ class Price:
     source: str
     source_date: str
     notes: str = ""
+    commit_1y_usd: float | None = None
+    commit_3y_usd: float | None = None
+    kind: str = "tpu"  # "tpu" (per chip-hour) or "gpu" (per GPU-hour, its share of the VM)
 
-    def per_chip_hour(self, spot: bool = False) -> float:
+    def per_chip_hour(self, spot: bool = False, commitment: str | None = None) -> float:
+        """On demand, ``spot=True``, or ``commitment="1y"``/``"3y"`` (committed use)."""
+        if commitment is not None:
+            if commitment not in COMMITMENTS:
+                raise ValueError(f"commitment must be one of {', '.join(COMMITMENTS)} (or None for on demand), "
+                                 f"got {commitment!r}")
+            if spot:
+                raise ValueError("spot and a commitment do not combine: choose one")
+            value = self.commit_1y_usd if commitment == "1y" else self.commit_3y_usd
+            if value is None:
+                raise ValueError(f"no {commitment} committed-use price for {self.chip} in {self.region} in "
+                                 f"tpututor's table: committed-use TPU prices come with a reservation bought "
+                                 f"through Google Cloud sales ({CUD_PAGE}); pass price_per_chip_hour= from "
+                                 f"your contract or {PRICING_PAGE}")
+            return value
         if spot and self.spot_usd is None:
-            raise ValueError(f"no spot price for {self.chip} in {self.region} in the table")
+            raise ValueError(f"no spot price for {self.chip} in {self.region} in the table; "
+                             f"pass price_per_chip_hour= from {PRICING_PAGE}")
         return self.spot_usd if spot else self.on_demand_usd
+
+
+def _row(r: dict[str, str], kind: str) -> Price:
+    return Price(r["chip"], r["region"], float(r["on_demand_usd"]), number(r["spot_usd"]), r["source"],
+                 r["source_date"], r.get("notes", ""), number(r.get("commit_1y_usd") or ""),
+                 number(r.get("commit_3y_usd") or ""), kind)
 
 
 @lru_cache(maxsize=1)
 def prices() -> tuple[Price, ...]:
-    """Every row of the price table (``tpututor/data/tpu_prices.csv``)."""
-    return tuple(Price(r["chip"], r["region"], float(r["on_demand_usd"]), number(r["spot_usd"]),
-                       r["source"], r["source_date"], r.get("notes", "")) for r in data_rows("tpu_prices.csv"))
+    """Every row of the price tables: TPUs (``data/tpu_prices.csv``), then GPUs (``data/gpu_prices.csv``)."""
+    return (tuple(_row(r, "tpu") for r in data_rows("tpu_prices.csv"))
+            + tuple(_row(r, "gpu") for r in data_rows("gpu_prices.csv")))
+
+
+def regions(chip: str | None = None) -> list[str]:
+    """The regions the tables price (``chip``'s only, when given)."""
+    return sorted({p.region for p in prices() if chip is None or p.chip == chip})
+
+
+def _generation(chip: str) -> str:
+    if not isinstance(chip, str) or not chip.strip():
+        raise ValueError(f"chip must be a name like 'v6e', 'v5litepod-8' or 'H100', got {chip!r}")
+    parsed = parse_accelerator_type(chip)  # None for a bare generation like "v6e"
+    if parsed:
+        return parsed[0]
+    name = chip.strip()
+    aliases = {"v5litepod": "v5e", "v5lite": "v5e"}
+    return aliases.get(name.lower(), name if name[:1].isupper() else name.lower())
 
 
 def price(chip: str, region: str = "us-central1") -> Price:
-    """The table's row for ``chip`` (``"v6e"``, or a slice name like ``"v6e-16"``) in ``region``."""
-    parsed = parse_accelerator_type(chip)  # None for a bare generation like "v6e"
-    generation = parsed[0] if parsed else chip
+    """The table's row for ``chip`` (``"v6e"``, a slice name like ``"v6e-16"``, or ``"H100"``) in ``region``."""
+    generation = _generation(chip)
     for row in prices():
         if row.chip == generation and row.region == region:
             return row
     have = sorted({(p.chip, p.region) for p in prices()})
     listed = ", ".join(f"{c} in {r}" for c, r in have)
+    page = GPU_PRICING_PAGE if any(p.chip == generation and p.kind == "gpu" for p in prices()) else PRICING_PAGE
     raise ValueError(f"no price for {chip!r} in {region!r} in tpututor's table (it has {listed}); "
-                     f"look it up on {PRICING_PAGE} and pass price_per_chip_hour=")
+                     f"look it up on {page} and pass price_per_chip_hour=")
 
 
 def _label(url: str) -> str:
@@ -77,13 +125,19 @@ def _label(url: str) -> str:
     return parts[2] if len(parts) > 2 else url
 
 
-def price_table(region: str | None = None) -> str:
-    """The price table as Markdown, with each row's source and the date it was read."""
-    lines = ["| chip | region | on demand, USD per chip-hour | spot | read | source |", "|---|---|---|---|---|---|"]
+def price_table(region: str | None = None, kind: str | None = None) -> str:
+    """The price table as Markdown (TPUs per chip-hour, GPUs per GPU-hour), with each row's source
+    and the date it was read; ``kind="tpu"`` or ``"gpu"`` keeps one kind."""
+    lines = ["| chip | region | on demand, USD per chip-hour | spot | 1-year commitment | 3-year commitment | read | source |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def cell(value: float | None) -> str:
+        return f"{value:.2f}" if value is not None else "–"
+
     for p in prices():
-        if region is None or p.region == region:
-            spot = f"{p.spot_usd:.2f}" if p.spot_usd is not None else "–"
-            lines.append(f"| {p.chip} | {p.region} | {p.on_demand_usd:.2f} | {spot} | {p.source_date} | "
+        if (region is None or p.region == region) and (kind is None or p.kind == kind):
+            lines.append(f"| {p.chip} | {p.region} | {p.on_demand_usd:.2f} | {cell(p.spot_usd)} | "
+                         f"{cell(p.commit_1y_usd)} | {cell(p.commit_3y_usd)} | {p.source_date} | "
                          f"[{_label(p.source)}]({p.source}) |")
     return "\n".join(lines)
 
@@ -121,20 +175,20 @@ def _check_non_negative(name: str, value) -> None:
 
 
 def estimate(accelerator_type: str, price_per_chip_hour: float | None = None, hours: float = 1.0, *,
-             region: str = "us-central1", spot: bool = False) -> Estimate:
+             region: str = "us-central1", spot: bool = False, commitment: str | None = None) -> Estimate:
     """Cost of ``hours`` on a slice.
 
     With ``price_per_chip_hour`` given, that price is used; without it, the table's list price
-    for the slice's generation in ``region`` (on demand, or ``spot=True``), and
-    ``Estimate.basis`` says which row and when it was read.
+    for the slice's generation in ``region`` (on demand, ``spot=True``, or ``commitment="1y"`` /
+    ``"3y"``), and ``Estimate.basis`` says which row and when it was read.
     """
     chips = chips_in(accelerator_type)
     _check_non_negative("hours", hours)
     if price_per_chip_hour is None:
         row = price(accelerator_type, region)
-        value = row.per_chip_hour(spot)
-        basis = (f"{'spot' if spot else 'on-demand'} list price for {row.chip} in {row.region}, "
-                 f"read {row.source_date} from {row.source}")
+        value = row.per_chip_hour(spot, commitment)
+        how = f"{commitment} committed-use" if commitment else ("spot" if spot else "on-demand")
+        basis = f"{how} list price for {row.chip} in {row.region}, read {row.source_date} from {row.source}"
     else:
         _check_non_negative("price_per_chip_hour", price_per_chip_hour)
         value, basis = float(price_per_chip_hour), "your price"

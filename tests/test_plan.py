@@ -1,0 +1,243 @@
+"""tpututor.plan and `python -m tpututor plan`: the scaling book's worked numbers, the review of a
+TPU request, VMs left running, and clear errors for bad arguments.
+
+The worked numbers come from *How to Scale Your Model* (jax-ml/scaling-book, commit 0819a7d):
+``applied-training.md`` ("Training LLaMA 3 on TPUs"), section "Counting parameters and FLOPs", and
+``training.md`` ("How to Parallelize a Transformer for Training"), sections "Data Parallelism" and
+"Fully-Sharded Data Parallelism (FSDP)".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from conftest import run_python
+from tpututor import cli, cost, hardware, plan
+
+GB = 1e9
+
+
+# ----------------------------------------------------------------- the scaling book's numbers
+
+
+def test_llama3_70b_parameter_count_from_its_config_matches_the_scaling_book():
+    # applied-training.md, "Counting parameters and FLOPs": 56.3e9 + 2.1e9 + 12e9 = 70.4e9
+    n = plan.transformer_params(80, 8192, 128_256, d_ff=28_672, heads=64, kv_heads=8, head_dim=128)
+    assert n == pytest.approx(70.4e9, rel=0.005)
+
+
+def test_llama3_70b_on_a_full_v5p_pod_at_40_percent_mfu_takes_44_days():
+    # same section: 6 * 70e9 * 15e12 = 6.3e24 FLOPs; T = 6.3e24 / (8960 * 4.59e14 * 0.4) = 3.8e6 s, about 44 days
+    p = plan.plan(70e9, 15e12, "v5p", 8960, 0.4)
+    assert p.flops == pytest.approx(6.3e24)
+    assert p.seconds == pytest.approx(3.8e6, rel=0.01)
+    assert round(p.days) == 44
+
+
+def test_llama3_70b_training_state_matches_the_scaling_books_memory_table():
+    # same chapter, the minimum-TPUs question: bf16 params 2 * 70GB = 140GB, f32 optimizer 8 * 70GB = 560GB
+    p = plan.plan(70e9, 15e12, "v5p", 8960, 0.4, grad_bytes=0)
+    dp = p.memory["DP"]
+    assert (dp.params_bytes, dp.grads_bytes, dp.optimizer_bytes) == (140 * GB, 0, 560 * GB)
+    assert p.memory["FSDP"].total_bytes == pytest.approx(700 * GB / 8960)
+
+
+def test_the_largest_pure_data_parallel_model_is_hbm_over_10_bytes_per_parameter():
+    # training.md, "Data Parallelism": params + Adam = 2 + 8 = 10 bytes per parameter, so on a 96GB v5p about 9B
+    fits = plan.plan(9e9, 1e12, "v5p", 8, grad_bytes=0, hbm_bytes=96 * GB)
+    too_big = plan.plan(9.7e9, 1e12, "v5p", 8, grad_bytes=0, hbm_bytes=96 * GB)
+    assert fits.fits("DP") and not too_big.fits("DP")
+    assert fits.memory["DP"].total_bytes == 90 * GB
+    assert too_big.fits("FSDP"), "FSDP over 8 chips holds what one chip cannot"
+
+
+def test_two_pods_at_half_mfu_train_llama3_70b_in_about_17_days():
+    # training.md, "Fully-Sharded Data Parallelism (FSDP)": 6.3e24 FLOPs on 18,823 chips at 50% MFU, about 17 days
+    p = plan.plan(70e9, 15e12, "v5p", 18_823, 0.5)
+    assert p.days == pytest.approx(17, abs=0.5)
+
+
+# ----------------------------------------------------------------- the model itself
+
+
+def test_fsdp_splits_the_training_state_over_every_chip_and_dp_does_not():
+    p = plan.plan(8e9, 1e12, "v5p", 256, 0.4)
+    dp, fsdp = p.memory["DP"], p.memory["FSDP"]
+    assert dp.total_bytes == 8e9 * 12 and fsdp.total_bytes == pytest.approx(dp.total_bytes / 256)
+    assert dp.hbm_bytes == hardware.lookup("v5p").hbm_bytes == fsdp.hbm_bytes
+    assert dp.fits and dp.free_bytes == pytest.approx(dp.hbm_bytes - dp.total_bytes)
+    assert not plan.plan(8e9, 1e12, "v5e", 256).memory["DP"].fits, "96 GB of state does not fit a 16 GiB v5e"
+
+
+def test_time_and_cost_follow_from_flops_peak_mfu_and_the_price_table():
+    p = plan.plan(8e9, 1e12, "v6e", 64, 0.5, region="europe-west4")
+    row = cost.price("v6e", "europe-west4")
+    assert p.seconds == pytest.approx(6 * 8e9 * 1e12 / (64 * 918e12 * 0.5))
+    assert p.cost_on_demand == pytest.approx(64 * p.hours * row.on_demand_usd)
+    assert p.cost_spot == pytest.approx(64 * p.hours * row.spot_usd)
+    assert row.source_date in p.price_basis and "europe-west4" in p.price_basis
+
+
+def test_a_gpu_is_planned_and_priced_per_gpu_hour():
+    p = plan.plan(1e9, 2e10, "H100", 8, 0.4, region="us-east4")
+    assert p.unit == "GPU" and p.price_on_demand == cost.price("H100", "us-east4").on_demand_usd
+    assert "GPU-hours" in p.text() and "per GPU" in " ".join(p.assumptions)
+
+
+def test_your_price_replaces_the_table_and_a_missing_row_says_how_to_pass_one():
+    mine = plan.plan(1e9, 1e10, "v4", 8, price_per_chip_hour=3.22)
+    assert mine.price_on_demand == 3.22 and mine.cost_spot is None and "your price" in mine.price_basis
+    none = plan.plan(1e9, 1e10, "v4", 8)
+    assert none.cost_on_demand is None and "--price" in none.price_basis
+    assert "--price" in none.text()
+
+
+def test_every_assumption_is_listed_with_the_result():
+    p = plan.plan(8e9, 1e12, "v5p", 256, 0.4)
+    text = " ".join(p.assumptions)
+    for needle in ("6 x parameters x tokens", "MFU 40%", "bytes per parameter", "FSDP", "activations",
+                   "HBM 95.0 GiB", "perfect scaling", "cost ="):
+        assert needle in text, needle
+    assert p.to_dict()["assumptions"] == p.assumptions
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(params=0), "params must be a positive number"), (dict(params=-8e9), "for example 8e9"),
+    (dict(tokens=float("nan")), "tokens must be a positive number"), (dict(chips=0), "positive whole number"),
+    (dict(chips=2.5), "positive whole number"), (dict(mfu=0), "fraction in"), (dict(mfu=40), "0.4 for 40%"),
+    (dict(chip="v9"), "unknown chip 'v9': use one of"), (dict(chip="T4"), "no bf16 peak"),
+    (dict(region="mars-north1"), "choose one of those or pass price_per_chip_hour="),
+    (dict(grad_bytes=-1), "non-negative number of bytes"), (dict(price_per_chip_hour=-2), "price_per_chip_hour must"),
+])
+def test_bad_arguments_are_clear_errors_naming_the_fix(kwargs, message):
+    args = dict(params=8e9, tokens=1e12, chip="v5p", chips=256, mfu=0.4)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        plan.plan(args.pop("params"), args.pop("tokens"), args.pop("chip"), args.pop("chips"), args.pop("mfu"), **args)
+
+
+def test_transformer_params_counts_a_plain_mlp_and_tied_embeddings():
+    plain = plan.transformer_params(2, 64, 100, d_ff=256, ffw_matrices=2, tied_embeddings=True)
+    assert plain == 2 * (2 * 64 * 256 + 4 * 64 * 64) + 100 * 64
+    with pytest.raises(ValueError, match="layers must be a positive whole number"):
+        plan.transformer_params(0, 64, 100)
+
+
+# ----------------------------------------------------------------- the CLI
+
+
+def test_the_cli_prints_memory_time_cost_and_assumptions(capsys):
+    assert cli.main(["plan", "--params", "8e9", "--tokens", "1e12", "--chip", "v5p", "--chips", "256"]) == 0
+    out = capsys.readouterr().out
+    for needle in ("memory per chip (GiB)", "FSDP", "fits?", "days", "on demand $4.20/chip-h", "spot", "assumptions:"):
+        assert needle in out, needle
+
+
+def test_the_cli_json_reproduces_the_scaling_book_llama_run(capsys):
+    assert cli.main(["plan", "--params", "70e9", "--tokens", "15e12", "--chip", "v5p", "--chips", "8960",
+                     "--mfu", "0.4", "--grad-bytes", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["seconds"] == pytest.approx(3.8e6, rel=0.01) and round(doc["days"]) == 44
+    assert doc["memory_per_chip"]["DP"]["params_bytes"] == 140e9
+    assert doc["cost_usd"]["on_demand"] == pytest.approx(doc["chip_hours"] * 4.20)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--params", "abc"], "--params must be a positive number like 8e9"),
+    (["--chips", "0"], "must be a positive whole number"),
+    (["--mfu", "40"], "--mfu is a fraction in (0, 1]"),
+    (["--chip", "v9"], "unknown chip 'v9'"),
+    (["--region", "mars-north1"], "no prices for region 'mars-north1'"),
+    (["--optimizer-bytes", "-4"], "bytes per parameter must be a number >= 0"),
+])
+def test_bad_cli_arguments_exit_2_with_the_fix(argv, message, capsys):
+    base = {"--params": "8e9", "--tokens": "1e12", "--chip": "v5p", "--chips": "256"}
+    base.update(dict(zip(argv[::2], argv[1::2])))
+    args = ["plan"] + [x for kv in base.items() for x in kv]
+    try:
+        code = cli.main(args)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_python_m_tpututor_plan_runs_in_a_fresh_interpreter():
+    out = run_python("""
+        import subprocess, sys
+        r = subprocess.run([sys.executable, "-m", "tpututor", "plan", "--params", "8e9", "--tokens", "1e12",
+                            "--chip", "v5p", "--chips", "256", "--mfu", "0.4"], capture_output=True, text=True)
+        print(r.returncode, "fits" in r.stdout, "assumptions:" in r.stdout)
+    """)
+    assert out.split() == ["0", "True", "True"]
+
+
+# ----------------------------------------------------------------- reviewing a request
+
+
+def test_a_type_the_zone_lacks_is_an_error_naming_zones_that_offer_it():
+    found = plan.review({"acceleratorType": "v6e-8"}, "us-central1-a", checkpoint_uri="gs://b/c")
+    zone = [f for f in found if f.check == "zone"]
+    assert zone and zone[0].level == "error" and "us-central1-b" in zone[0].fix
+    assert not [f for f in plan.review({"acceleratorType": "v6e-8"}, "us-central1-b") if f.check == "zone"]
+
+
+def test_a_spot_vm_without_durable_checkpoints_is_flagged():
+    spot = {"acceleratorType": "v5litepod-8", "schedulingConfig": {"spot": True}}
+    assert [f.level for f in plan.review(spot, "us-central1-a") if f.check == "spot"] == ["error"]
+    assert [f.level for f in plan.review(spot, "us-central1-a", checkpoint_uri="/tmp/ckpt") if f.check == "spot"] == ["warning"]
+    assert not [f for f in plan.review(spot, "us-central1-a", checkpoint_uri="gs://b/run") if f.check == "spot"]
+
+
+def test_tpu7x_and_nonsense_types_are_errors_and_unknown_zones_a_warning():
+    assert plan.review({"acceleratorType": "tpu7x-8"}, "us-central1-c")[0].check == "api"
+    assert plan.review({"acceleratorType": "a100-8"}, "us-central1-a")[0].check == "accelerator type"
+    unknown = [f for f in plan.review({"acceleratorType": "v5litepod-8"}, "asia-east9-z") if f.check == "zone"]
+    assert unknown[0].level == "warning" and "accelerator-types list" in unknown[0].fix
+
+
+def test_security_defaults_are_warnings_and_a_locked_down_request_is_clean():
+    loose = plan.review({"acceleratorType": "v5litepod-8", "networkConfig": {"enableExternalIps": True},
+                         "serviceAccount": {"email": "default", "scope": ["https://www.googleapis.com/auth/cloud-platform"]}},
+                        "us-central1-a")
+    assert {f.check for f in loose} == {"external IP", "service account", "scopes", "OS Login"}
+    assert all(f.level == "warning" for f in loose)
+    tight = {"acceleratorType": "v5litepod-8", "networkConfig": {"enableExternalIps": False},
+             "serviceAccount": {"email": "job@p.iam.gserviceaccount.com"}, "metadata": {"enable-oslogin": "TRUE"}}
+    assert plan.review(tight, "us-central1-a") == []
+
+
+def test_review_reads_the_official_clients_node_too():
+    tpu_v2 = pytest.importorskip("google.cloud.tpu_v2")
+    node = tpu_v2.Node(accelerator_type="v6e-8", scheduling_config=tpu_v2.SchedulingConfig(spot=True),
+                       metadata={"enable-oslogin": "TRUE"},
+                       service_account=tpu_v2.ServiceAccount(email="job@p.iam.gserviceaccount.com"))
+    assert [f.check for f in plan.review(node, "us-central1-a") if f.level == "error"] == ["zone", "spot"]
+
+
+# ----------------------------------------------------------------- VMs left running
+
+
+def test_forgotten_finds_old_ready_nodes_skips_kept_and_stopped_ones_and_prices_them():
+    now = datetime(2026, 12, 7, 6, tzinfo=timezone.utc)
+    nodes = [
+        {"name": "p/nodes/weekend", "acceleratorType": "v6e-16", "state": "READY", "createTime": "2026-12-04T18:00:00Z"},
+        {"name": "p/nodes/kept", "acceleratorType": "v6e-8", "state": "READY", "labels": {"keep": "true"},
+         "createTime": "2026-11-01T00:00:00Z"},
+        {"name": "p/nodes/stopped", "acceleratorType": "v6e-8", "state": "STOPPED", "createTime": "2026-11-01T00:00:00Z"},
+        {"name": "p/nodes/fresh", "acceleratorType": "v6e-8", "state": "READY",
+         "createTime": (now - timedelta(hours=2)).isoformat()},
+        {"name": "p/nodes/old-v4", "acceleratorType": "v4-8", "state": "READY", "createTime": "2026-12-06T00:00:00Z"},
+    ]
+    found = plan.forgotten(nodes, now, max_hours=12)
+    assert [f.name for f in found] == ["p/nodes/weekend", "p/nodes/old-v4"]
+    weekend = found[0]
+    assert weekend.hours == 60 and weekend.cost_usd == pytest.approx(16 * 60 * cost.price("v6e").on_demand_usd)
+    assert found[1].cost_usd is None and "price_per_chip_hour=" in found[1].basis
+    with pytest.raises(ValueError, match="max_hours must be a non-negative number"):
+        plan.forgotten(nodes, now, max_hours=-1)
+    assert math.isclose(plan.forgotten(nodes, now, max_hours=0)[0].hours, 60)

@@ -1,0 +1,203 @@
+"""tpututor.standin: a stand-in of the Cloud TPU API on 127.0.0.1 that the official client
+(google-cloud-tpu) talks to with its real request objects; it binds loopback only, stops itself,
+and its port is closed once stopped (the lesson stops it and checks the same)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from tpututor import standin
+
+ROOT = Path(__file__).resolve().parent.parent
+ZONE = "us-central1-a"
+
+
+def port_is_closed(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.fixture
+def api():
+    server = standin.StandIn(project="p", lifetime_s=120, provision_after=3).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def tpu(api):
+    tpu_v2 = pytest.importorskip("google.cloud.tpu_v2")
+    return tpu_v2, api.client()
+
+
+def test_it_binds_127_0_0_1_only_and_its_port_is_closed_after_stop():
+    api = standin.StandIn().start()
+    host, port = api._server.server_address
+    assert host == "127.0.0.1" and api.endpoint == f"http://127.0.0.1:{port}"
+    assert not port_is_closed(port)
+    api.stop()
+    assert port_is_closed(port) and not api.running
+    api.stop()  # twice is fine
+
+
+def test_leaving_the_with_block_stops_it():
+    with standin.StandIn() as api:
+        port = api.port
+        assert "not Google Cloud" in repr(api)
+    assert port_is_closed(port)
+    with pytest.raises(RuntimeError, match="not running"):
+        api.port
+
+
+def test_it_stops_itself_after_its_lifetime():
+    api = standin.StandIn(lifetime_s=0.3).start()
+    port = api.port
+    deadline = time.monotonic() + 10
+    while api.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not api.running and port_is_closed(port)
+
+
+@pytest.mark.parametrize("kwargs, message", [(dict(port=-1), "port must be 0"), (dict(port=70000), "port must be 0"),
+                                             (dict(lifetime_s=0), "lifetime_s must be a positive")])
+def test_bad_settings_are_clear_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        standin.StandIn(**kwargs)
+
+
+def test_every_reply_says_it_is_a_stand_in_and_errors_use_googles_json_shape(api):
+    with urllib.request.urlopen(f"{api.endpoint}/v2/{api.parent(ZONE)}/nodes", timeout=5) as reply:
+        assert "not Google Cloud" in reply.headers[standin.STANDIN_HEADER]
+        assert json.loads(reply.read()) == {"nodes": []}
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"{api.endpoint}/v2/{api.parent(ZONE)}/nodes/nope", timeout=5)
+    body = json.loads(err.value.read())
+    assert err.value.code == 404 and body["error"]["status"] == "NOT_FOUND"
+
+
+def test_the_zone_table_rows_are_sourced_and_dated_and_expand_to_accelerator_types():
+    rows = standin.zones_table()
+    assert {r["generation"] for r in rows} >= {"v5e", "v5p", "v6e"}
+    for r in rows:
+        assert r["source"].startswith("https://") and re.fullmatch(r"20\d\d-\d\d-\d\d", r["source_date"])
+    assert "v5litepod-8" in standin.offered_types("us-central1-a") and "v6e-8" not in standin.offered_types("us-central1-a")
+    assert "v5p-17920" in standin.offered_types("us-east5-a") and standin.offered_types("nowhere-1a") == []
+
+
+# ----------------------------------------------------------------- the official client, for real
+
+
+def test_the_official_client_creates_gets_lists_stops_starts_and_deletes_a_node(tpu, api):
+    tpu_v2, client = tpu
+    parent = api.parent(ZONE)
+    request = tpu_v2.CreateNodeRequest(parent=parent, node_id="t1", node=tpu_v2.Node(
+        accelerator_type="v5litepod-8", runtime_version="v2-alpha-tpuv5-lite", labels={"job": "x"},
+        scheduling_config=tpu_v2.SchedulingConfig(spot=True)))
+    node = client.create_node(request=request).result(timeout=10)
+    assert isinstance(node, tpu_v2.Node) and node.name == f"{parent}/nodes/t1"
+    assert node.state == tpu_v2.Node.State.READY and node.scheduling_config.spot and node.labels["job"] == "x"
+    assert node.create_time.tzinfo is not None
+    assert [n.name for n in client.list_nodes(parent=parent)] == [node.name]
+    assert client.get_node(request=tpu_v2.GetNodeRequest(name=node.name)).accelerator_type == "v5litepod-8"
+    client.stop_node(request=tpu_v2.StopNodeRequest(name=node.name)).result(timeout=10)
+    assert client.get_node(name=node.name).state == tpu_v2.Node.State.STOPPED
+    client.start_node(request=tpu_v2.StartNodeRequest(name=node.name)).result(timeout=10)
+    client.delete_node(request=tpu_v2.DeleteNodeRequest(name=node.name)).result(timeout=10)
+    assert list(client.list_nodes(parent=parent)) == []
+    assert ("POST", f"/v2/{parent}/nodes") in api.requests
+
+
+def test_a_queued_resource_waits_then_becomes_active_and_force_deletes_its_node(tpu, api):
+    tpu_v2, client = tpu
+    parent = api.parent(ZONE)
+    qr = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
+        parent=parent, node_id="q1", node=tpu_v2.Node(accelerator_type="v5litepod-16", runtime_version="x"))]),
+        spot=tpu_v2.QueuedResource.Spot())
+    made = client.create_queued_resource(request=tpu_v2.CreateQueuedResourceRequest(
+        parent=parent, queued_resource_id="qr1", queued_resource=qr)).result(timeout=10)
+    states = [made.state.state.name] + [client.get_queued_resource(name=made.name).state.state.name for _ in range(4)]
+    assert states == ["ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE", "ACTIVE"]
+    node = client.get_node(name=f"{parent}/nodes/q1")
+    assert node.state == tpu_v2.Node.State.READY and node.scheduling_config.spot
+    assert [q.name for q in client.list_queued_resources(parent=parent)] == [made.name]
+    from google.api_core import exceptions
+
+    with pytest.raises(exceptions.BadRequest, match="pass force=True"):
+        client.delete_queued_resource(name=made.name).result(timeout=10)
+    with pytest.raises(exceptions.BadRequest, match="belongs to queued resource"):
+        client.delete_node(name=node.name).result(timeout=10)
+    client.delete_queued_resource(request=tpu_v2.DeleteQueuedResourceRequest(name=made.name, force=True)).result(timeout=10)
+    assert list(client.list_nodes(parent=parent)) == [] and list(client.list_queued_resources(parent=parent)) == []
+
+
+def test_the_api_refuses_a_type_the_zone_lacks_tpu7x_duplicates_and_strangers(tpu, api):
+    tpu_v2, client = tpu
+    from google.api_core import exceptions
+
+    def create(zone, node_id, accel, project=None):
+        parent = f"projects/{project}/locations/{zone}" if project else api.parent(zone)
+        return client.create_node(request=tpu_v2.CreateNodeRequest(
+            parent=parent, node_id=node_id, node=tpu_v2.Node(accelerator_type=accel, runtime_version="x"))).result(timeout=10)
+
+    with pytest.raises(exceptions.BadRequest, match="'v6e-8' is not available in zone us-central1-a"):
+        create(ZONE, "a", "v6e-8")
+    with pytest.raises(exceptions.BadRequest, match="does not serve TPU7x"):
+        create("us-central1-c", "b", "tpu7x-8")
+    with pytest.raises(exceptions.BadRequest, match="must be 1-63 lowercase"):
+        create(ZONE, "Bad_Name", "v5litepod-8")
+    create(ZONE, "c", "v5litepod-8")
+    with pytest.raises(exceptions.Conflict, match="already exists"):
+        create(ZONE, "c", "v5litepod-8")
+    with pytest.raises(exceptions.NotFound):
+        client.get_node(name=f"{api.parent(ZONE)}/nodes/none")
+    with pytest.raises(exceptions.Forbidden, match="only project this stand-in serves"):
+        create(ZONE, "d", "v5litepod-8", project="someone-else")
+
+
+def test_listing_more_nodes_than_a_page_returns_them_all_through_the_pager(tpu, api):
+    tpu_v2, client = tpu
+    born = datetime.now(timezone.utc)
+    names = sorted(api.seed(ZONE, f"n-{i:03d}", "v5litepod-1", created=born) for i in range(73))
+    pager = client.list_nodes(parent=api.parent(ZONE))
+    assert len(pager.nodes) == 50, "the first page holds 50"
+    assert sorted(n.name for n in client.list_nodes(parent=api.parent(ZONE))) == names
+    small = client.list_nodes(request=tpu_v2.ListNodesRequest(parent=api.parent(ZONE), page_size=10))
+    assert len(small.nodes) == 10 and len(list(small)) == 73
+
+
+def test_seeded_preempted_and_maintained_nodes_look_as_the_service_shows_them(tpu, api):
+    tpu_v2, client = tpu
+    old = api.seed(ZONE, "old", "v5litepod-8", created=datetime.now(timezone.utc) - timedelta(hours=60), spot=True)
+    api.preempt(old)
+    got = client.get_node(name=old)
+    assert got.state == tpu_v2.Node.State.PREEMPTED
+    assert datetime.now(timezone.utc) - got.create_time > timedelta(hours=59)
+    steady = api.seed(ZONE, "steady", "v5litepod-8", created=datetime.now(timezone.utc))
+    with pytest.raises(ValueError, match="not a spot or preemptible node"):
+        api.preempt(steady)
+    api.schedule_maintenance(steady, in_hours=5)
+    assert client.get_node(name=steady).health == tpu_v2.Node.Health.UNHEALTHY_MAINTENANCE
+
+
+def test_accelerator_types_come_from_the_zone_table(tpu, api):
+    tpu_v2, client = tpu
+    listed = [t.type_ for t in client.list_accelerator_types(parent=api.parent("us-east5-a"))]
+    assert listed == standin.offered_types("us-east5-a") and "v6e-8" in listed
+    assert client.get_accelerator_type(name=f"{api.parent('us-east5-a')}/acceleratorTypes/v6e-8").type_ == "v6e-8"
+
+
+def test_the_lesson_stops_its_stand_in_and_checks_the_port_is_closed():
+    text = (ROOT / "notebooks" / "11_operations.md").read_text()
+    assert 'standin.StandIn(' in text and "lifetime_s=" in text
+    tail = text[text.index("check.report()"):]
+    assert "api.stop()" in tail and "connect_ex((\"127.0.0.1\", port))" in tail and "assert closed" in tail

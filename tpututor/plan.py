@@ -1,0 +1,395 @@
+"""Plan a training run before paying for it, and review a TPU request before sending it.
+
+:func:`plan` is the model behind ``python -m tpututor plan``: the memory per chip for parameters,
+gradients and optimizer state under data parallelism (every chip holds everything) and FSDP
+(ZeRO-3: every chip holds 1/N), whether that fits the chip's HBM, the time to train from
+``6 x parameters x tokens`` FLOPs at a given MFU, and the cost on demand and spot from
+:mod:`tpututor.cost`'s dated prices. Every assumption is listed with the result. It follows *How
+to Scale Your Model* (jax-ml/scaling-book, ``training.md`` and ``applied-training.md``), and its
+tests check it against that book's worked LLaMA 3 numbers.
+
+:func:`review` looks at a TPU node request (a ``google.cloud.tpu_v2.Node`` or its REST JSON) for
+the classic mistakes: an accelerator type the zone does not offer (``data/tpu_zones.csv``), a spot
+VM with no checkpoint to durable storage, an external IP, a broad service account, no OS Login.
+:func:`forgotten` finds VMs left running and what they have cost so far.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+__all__ = ["Memory", "Plan", "Finding", "Forgotten", "plan", "transformer_params", "review", "forgotten",
+           "STRATEGIES", "SCALING_BOOK"]
+
+STRATEGIES = ("DP", "FSDP")
+SCALING_BOOK = "https://github.com/jax-ml/scaling-book"
+GIB = 2**30
+
+
+def _positive(name: str, value: Any, *, example: str, integer: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if ok and integer and value != int(value):
+        ok = False
+    if not ok:
+        kind = "a positive whole number" if integer else "a positive number"
+        raise ValueError(f"{name} must be {kind} (for example {example}), got {value!r}")
+    return float(value)
+
+
+def _non_negative(name: str, value: Any) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative number of bytes per parameter, got {value!r}")
+    return float(value)
+
+
+def transformer_params(layers: int, d_model: int, vocab: int, *, d_ff: int | None = None, heads: int | None = None,
+                       kv_heads: int | None = None, head_dim: int | None = None, ffw_matrices: int = 3,
+                       tied_embeddings: bool = False) -> int:
+    """Parameters of a decoder-only transformer, counted the way the scaling book's LLaMA chapter does.
+
+    Per layer: ``ffw_matrices x d_model x d_ff`` (3 for a gated MLP, 2 for a plain one) plus
+    ``2 x d_model x heads x head_dim`` (queries, output) and ``2 x d_model x kv_heads x head_dim``
+    (keys, values); plus ``vocab x d_model`` for the input embedding and as much again for the
+    output one unless ``tied_embeddings``. Norms and biases are left out (they are tiny).
+    """
+    for name, v in (("layers", layers), ("d_model", d_model), ("vocab", vocab)):
+        _positive(name, v, example="32", integer=True)
+    heads = heads or max(1, d_model // 64)
+    head_dim = head_dim or d_model // heads
+    kv_heads = kv_heads or heads
+    d_ff = d_ff or 4 * d_model
+    attention = 2 * d_model * heads * head_dim + 2 * d_model * kv_heads * head_dim
+    per_layer = ffw_matrices * d_model * d_ff + attention
+    embeddings = vocab * d_model * (1 if tied_embeddings else 2)
+    return int(layers * per_layer + embeddings)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per chip for one strategy, and whether they fit the chip's HBM."""
+
+    strategy: str
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    hbm_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.params_bytes + self.grads_bytes + self.optimizer_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.hbm_bytes
+
+    @property
+    def free_bytes(self) -> float:
+        """HBM left for activations, the compiled program and its buffers (negative: does not fit)."""
+        return self.hbm_bytes - self.total_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(total_bytes=self.total_bytes, free_bytes=self.free_bytes, fits=self.fits,
+                 **{f"{k}_gib": v / GIB for k, v in (("params", self.params_bytes), ("grads", self.grads_bytes),
+                                                     ("optimizer", self.optimizer_bytes),
+                                                     ("total", self.total_bytes), ("hbm", self.hbm_bytes))})
+        return d
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A training run: memory per chip, time and cost, and the assumptions behind each."""
+
+    params: float
+    tokens: float
+    chip: str
+    chip_label: str
+    chips: int
+    mfu: float
+    region: str
+    peak_flops: float
+    memory: dict[str, Memory]
+    price_on_demand: float | None
+    price_spot: float | None
+    price_basis: str
+    assumptions: list[str] = field(default_factory=list)
+    unit: str = "chip"  # "chip" for TPUs, "GPU" for GPUs
+
+    @property
+    def flops(self) -> float:
+        return 6 * self.params * self.tokens
+
+    @property
+    def seconds(self) -> float:
+        return self.flops / (self.chips * self.peak_flops * self.mfu)
+
+    @property
+    def hours(self) -> float:
+        return self.seconds / 3600
+
+    @property
+    def days(self) -> float:
+        return self.seconds / 86400
+
+    @property
+    def chip_hours(self) -> float:
+        return self.chips * self.hours
+
+    @property
+    def cost_on_demand(self) -> float | None:
+        return None if self.price_on_demand is None else self.chip_hours * self.price_on_demand
+
+    @property
+    def cost_spot(self) -> float | None:
+        return None if self.price_spot is None else self.chip_hours * self.price_spot
+
+    def fits(self, strategy: str = "FSDP") -> bool:
+        return self.memory[strategy].fits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "params": self.params, "tokens": self.tokens, "chip": self.chip, "chips": self.chips, "mfu": self.mfu,
+            "region": self.region, "peak_flops_per_chip": self.peak_flops,
+            "memory_per_chip": {k: m.to_dict() for k, m in self.memory.items()},
+            "flops": self.flops, "seconds": self.seconds, "hours": self.hours, "days": self.days,
+            "chip_hours": self.chip_hours,
+            "cost_usd": {"on_demand": self.cost_on_demand, "spot": self.cost_spot,
+                         "price_on_demand": self.price_on_demand, "price_spot": self.price_spot,
+                         "basis": self.price_basis},
+            "assumptions": list(self.assumptions),
+        }
+
+    def text(self) -> str:
+        """The plan as the CLI prints it."""
+        m = self.memory
+        unit = self.unit
+        lines = [f"Plan: {self.params:.3g} parameters, {self.tokens:.3g} tokens on {self.chips} x {self.chip_label} "
+                 f"({self.region}), MFU {self.mfu:.0%}", "",
+                 f"{'memory per ' + unit + ' (GiB)':<28}{'DP':>10}{'FSDP':>10}"]
+        for label, key in (("parameters", "params_bytes"), ("gradients", "grads_bytes"),
+                           ("optimizer state", "optimizer_bytes")):
+            lines.append(f"  {label:<26}{getattr(m['DP'], key) / GIB:>10.2f}{getattr(m['FSDP'], key) / GIB:>10.2f}")
+        lines.append(f"  {'total':<26}{m['DP'].total_bytes / GIB:>10.2f}{m['FSDP'].total_bytes / GIB:>10.2f}")
+        lines.append(f"  {'HBM':<26}{m['DP'].hbm_bytes / GIB:>10.2f}{m['FSDP'].hbm_bytes / GIB:>10.2f}")
+        verdict = {k: ("fits" if v.fits else "does NOT fit") for k, v in m.items()}
+        lines.append(f"  {'fits?':<26}{verdict['DP']:>10}{verdict['FSDP']:>10}")
+        lines += ["", f"compute  6 x {self.params:.3g} x {self.tokens:.3g} = {self.flops:.3g} FLOPs",
+                  f"time     {self.flops:.3g} / ({self.chips} x {self.peak_flops / 1e12:g} TFLOP/s x {self.mfu:g}) "
+                  f"= {self.seconds:.3g} s = {self.hours:,.0f} h = {self.days:,.1f} days",
+                  f"{unit}-hours {self.chip_hours:,.0f}"]
+        if self.cost_on_demand is None:
+            lines.append(f"cost     {self.price_basis}")
+        else:
+            lines.append(f"cost     on demand ${self.price_on_demand:.2f}/{unit}-h: ${self.cost_on_demand:,.0f}")
+            if self.cost_spot is not None:
+                lines.append(f"         spot      ${self.price_spot:.2f}/{unit}-h: ${self.cost_spot:,.0f} "
+                             "(spot VMs can be taken back at any time: checkpoint)")
+            lines.append(f"         ({self.price_basis})")
+        lines += ["", "assumptions:"] + [f"  - {a}" for a in self.assumptions]
+        return "\n".join(lines)
+
+
+def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, *, region: str = "us-central1",
+         price_per_chip_hour: float | None = None, param_bytes: float = 2, grad_bytes: float = 2,
+         optimizer_bytes: float = 8, hbm_bytes: float | None = None) -> Plan:
+    """Memory per chip (DP and FSDP), time and cost of training ``params`` parameters on ``tokens`` tokens.
+
+    ``chip`` is a chip-table name (``"v5p"``, ``"v6e"``, ``"H100"``); ``chips`` how many. The cost
+    uses the price table's row for ``chip`` in ``region`` unless ``price_per_chip_hour`` is given.
+    ``hbm_bytes`` overrides the chip table's HBM (to reproduce a worked example that uses another).
+    """
+    from . import cost, hardware
+
+    params = _positive("params", params, example="8e9")
+    tokens = _positive("tokens", tokens, example="1e12")
+    n = int(_positive("chips", chips, example="256", integer=True))
+    if not (isinstance(mfu, (int, float)) and not isinstance(mfu, bool) and 0 < mfu <= 1):
+        raise ValueError(f"mfu must be a fraction in (0, 1], for example 0.4 for 40%, got {mfu!r}")
+    found = hardware.find(chip) if isinstance(chip, str) else None
+    if found is None:
+        known = ", ".join(c.name for c in hardware.chips() if c.peak_flops)
+        raise ValueError(f"unknown chip {chip!r}: use one of {known}")
+    if not found.peak_flops or not found.hbm_bytes:
+        raise ValueError(f"{found.name} has no bf16 peak or HBM in the chip table, so it cannot be planned; "
+                         "choose a chip with bf16 matrix units")
+    pb, gb, ob = (_non_negative(k, v) for k, v in (("param_bytes", param_bytes), ("grad_bytes", grad_bytes),
+                                                   ("optimizer_bytes", optimizer_bytes)))
+    hbm = found.hbm_bytes if hbm_bytes is None else _positive("hbm_bytes", hbm_bytes, example="96e9")
+    memory = {
+        "DP": Memory("DP", params * pb, params * gb, params * ob, hbm),
+        "FSDP": Memory("FSDP", params * pb / n, params * gb / n, params * ob / n, hbm),
+    }
+    unit = "chip" if found.kind == "tpu" else "GPU"
+    if price_per_chip_hour is not None:
+        cost_spot = None
+        price_od = float(_positive("price_per_chip_hour", price_per_chip_hour, example="2.70"))
+        basis = f"your price, ${price_od:.2f} per {unit}-hour (no spot price given)"
+    else:
+        if region not in cost.regions():
+            raise ValueError(f"no prices for region {region!r} in tpututor's table (it prices "
+                             f"{', '.join(cost.regions())}); choose one of those or pass price_per_chip_hour= "
+                             f"(--price) from {cost.PRICING_PAGE}")
+        try:
+            row = cost.price(found.name, region)
+            price_od, cost_spot = row.on_demand_usd, row.spot_usd
+            basis = f"list prices for {row.chip} in {row.region}, read {row.source_date} from {row.source}"
+        except ValueError:
+            price_od = cost_spot = None
+            basis = (f"no list price for {found.name} in {region} in tpututor's table: pass price_per_chip_hour= "
+                     f"(--price) from {cost.PRICING_PAGE}")
+    assumptions = [
+        f"training FLOPs = 6 x parameters x tokens (forward 2, backward 4; attention's own FLOPs ignored), "
+        f"as the scaling book counts them ({SCALING_BOOK}, applied-training.md)",
+        f"MFU {mfu:.0%} of the chip table's dense bf16 peak ({found.peak_flops / 1e12:g} TFLOP/s per {unit}, "
+        f"{found.source}, read {found.source_date}); measure yours (the training lesson measures it) and pass it",
+        f"{pb:g} bytes per parameter for weights, {gb:g} for gradients, {ob:g} for optimizer state "
+        f"(Adam's two moments in f32 = 8); add 4 to optimizer_bytes for an f32 master copy",
+        "DP keeps everything on every chip; FSDP (ZeRO-3) splits parameters, gradients and optimizer state "
+        f"evenly over all {n} chips",
+        "activations, the compiled program and its temporary buffers are NOT counted: the HBM left over "
+        "must hold them (they grow with batch x sequence and shrink with rematerialisation)",
+        f"HBM {hbm / GIB:.1f} GiB per {unit}" + (" (your figure)" if hbm_bytes is not None else
+                                                  f" (chip table, {found.source_date})"),
+        "perfect scaling: no time lost to communication, input, checkpoints, restarts or preemption; "
+        "the time is a lower bound at this MFU",
+        f"cost = {unit}s x hours x price while the VMs exist, nothing else (storage, network and idle time extra)",
+    ]
+    return Plan(params, tokens, found.name, found.label, n, float(mfu), region, found.peak_flops, memory,
+                price_od, cost_spot, basis, assumptions, unit)
+
+
+# ----------------------------------------------------------------- reviewing a request
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem with a TPU request: how bad, what, and how to fix it."""
+
+    level: str  # "error" (will fail or lose work) | "warning" (works, but costs or exposes)
+    check: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.level.upper():<8}{self.check}: {self.message}. Fix: {self.fix}"
+
+
+def _get(node: Any, *path: str, default: Any = None) -> Any:
+    """Read ``node.a.b`` from a tpu_v2 message (snake_case) or its REST JSON dict (camelCase)."""
+    cur = node
+    for key in path:
+        if cur is None:
+            return default
+        if isinstance(cur, dict):
+            camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
+            cur = cur.get(key, cur.get(camel))
+        else:
+            cur = getattr(cur, key, None)
+    return default if cur is None else cur
+
+
+def review(node: Any, zone: str, *, checkpoint_uri: str | None = None) -> list[Finding]:
+    """The classic mistakes in a request to create ``node`` in ``zone``, worst first.
+
+    ``node`` is a ``tpu_v2.Node`` (or its REST JSON); ``checkpoint_uri`` is where the job you will
+    run on it writes checkpoints (``gs://...``), or None if it writes none.
+    """
+    from .runtime import parse_accelerator_type
+    from .standin import offered_types, zones_table
+
+    found: list[Finding] = []
+    accel = _get(node, "accelerator_type", default="")
+    parsed = parse_accelerator_type(accel) if accel else None
+    zones = {r["zone"] for r in zones_table()}
+    if parsed and parsed[0] == "7x":
+        found.append(Finding("error", "api", f"{accel} is TPU7x, which the Cloud TPU API does not serve",
+                             "create TPU7x through Compute Engine or a GKE node pool"))
+    elif not parsed:
+        found.append(Finding("error", "accelerator type", f"{accel!r} is not a TPU accelerator type",
+                             "use a name like v5litepod-8, v6e-8 or v5p-8"))
+    elif zone not in zones:
+        found.append(Finding("warning", "zone", f"zone {zone!r} is not in tpututor's zone table, so {accel} "
+                             "could not be checked", f"gcloud compute tpus accelerator-types list --zone={zone}"))
+    elif accel not in offered_types(zone):
+        have = sorted({r["generation"] for r in zones_table() if r["zone"] == zone})
+        where = sorted({r["zone"] for r in zones_table() if r["generation"] == parsed[0]})
+        found.append(Finding("error", "zone", f"{accel} is not offered in {zone} (it offers {', '.join(have)})",
+                             f"use a zone that offers {parsed[0]}: {', '.join(where) or 'none in the table'}"))
+    spot = bool(_get(node, "scheduling_config", "spot")) or bool(_get(node, "scheduling_config", "preemptible"))
+    if spot and not checkpoint_uri:
+        found.append(Finding("error", "spot", "a spot VM can be taken back at any time and this job writes no "
+                             "checkpoint, so a preemption loses all progress",
+                             "checkpoint to a bucket (Orbax CheckpointManager to gs://...) and resume from "
+                             "the latest step, or drop --spot"))
+    elif spot and not str(checkpoint_uri).startswith("gs://"):
+        found.append(Finding("warning", "spot", f"checkpoints go to {checkpoint_uri}, on the VM: a preempted VM "
+                             "loses its disk", "write checkpoints to a Cloud Storage bucket (gs://...)"))
+    if _get(node, "network_config", "enable_external_ips") is True:
+        found.append(Finding("warning", "external IP", "the VM gets a public IP address",
+                             "create it with --internal-ips (network_config.enable_external_ips=False) and "
+                             "reach it through IAP"))
+    email = _get(node, "service_account", "email", default="")
+    scopes = list(_get(node, "service_account", "scope", default=[]) or [])
+    if not email or email == "default" or email.endswith("-compute@developer.gserviceaccount.com"):
+        found.append(Finding("warning", "service account", "the VM runs as the default compute service account",
+                             "attach a dedicated service account holding only the roles the job needs "
+                             "(--service-account=...)"))
+    if "https://www.googleapis.com/auth/cloud-platform" in scopes and (not email or email == "default"):
+        found.append(Finding("warning", "scopes", "the default account with the cloud-platform scope can call "
+                             "every API its roles allow", "use a dedicated service account with narrow roles"))
+    metadata = _get(node, "metadata", default={}) or {}
+    if str(dict(metadata).get("enable-oslogin", "")).upper() != "TRUE":
+        found.append(Finding("warning", "OS Login", "SSH keys are managed in metadata, not by IAM",
+                             "set metadata enable-oslogin=TRUE (--metadata=enable-oslogin=TRUE)"))
+    return sorted(found, key=lambda f: f.level != "error")
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """A VM that has been READY longer than it should, and what it has cost so far."""
+
+    name: str
+    accelerator_type: str
+    hours: float
+    cost_usd: float | None
+    basis: str
+
+
+def _created(node: Any) -> datetime:
+    value = _get(node, "create_time")
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if not isinstance(value, datetime):
+        raise ValueError(f"{_get(node, 'name')!r} has no create_time")
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def forgotten(nodes: Iterable[Any], now: datetime, *, max_hours: float = 12.0, region: str = "us-central1",
+              keep_label: str = "keep") -> list[Forgotten]:
+    """READY nodes older than ``max_hours`` and not labelled ``keep_label=true``, oldest first."""
+    from . import cost
+
+    if not (isinstance(max_hours, (int, float)) and max_hours >= 0):
+        raise ValueError(f"max_hours must be a non-negative number of hours, got {max_hours!r}")
+    out = []
+    for node in nodes:
+        state = _get(node, "state")
+        state = getattr(state, "name", state)
+        labels = dict(_get(node, "labels", default={}) or {})
+        if state != "READY" or labels.get(keep_label) == "true":
+            continue
+        hours = (now - _created(node)).total_seconds() / 3600
+        if hours <= max_hours:
+            continue
+        accel = _get(node, "accelerator_type", default="")
+        try:
+            est = cost.estimate(accel, hours=hours, region=region,
+                                spot=bool(_get(node, "scheduling_config", "spot")))
+            total, basis = est.total, est.basis
+        except ValueError as err:
+            total, basis = None, str(err)
+        out.append(Forgotten(_get(node, "name"), accel, hours, total, basis))
+    return sorted(out, key=lambda f: -f.hours)
