@@ -4,6 +4,7 @@
 #   make test-fast  everything except executing the lessons (about a minute)
 #   make lab        JupyterLab on notebooks/ (a .md opens as a notebook)
 #   make sync       pair notebooks/*.md and *.ipynb with Jupytext, outputs stripped
+#   make site       the course as a website in build/site/ (after make run)
 #   make badges     stamp headings, badges, lesson cards, setup cells and the README table from the lessons' front matter
 #   make release    tag v<version> once the setup cells, badges and version agree
 #   make clean      remove build outputs; make distclean also removes .venv
@@ -23,7 +24,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 TEST_RUN := build/test-run
 
 .PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab-jax release python-check \
-        device-bundle device-rehearsal
+        device-bundle device-rehearsal site
 
 python-check:
 	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
@@ -66,13 +67,20 @@ colab-jax: $(STAMP)
 # Python 3.12, downloaded here; and the same check rehearsed here on the CPU, in a fresh Python 3.12
 # venv holding the image's JAX 0.11 stack and the carried wheels only (ci profile).
 DEVICE_VENV := .venv-device
-device-bundle: $(STAMP)
+DEVICE_BUNDLE := build/device-bundle/carried.txt
+device-bundle: $(DEVICE_BUNDLE)
+$(DEVICE_BUNDLE): tpututor/course/device.py | $(STAMP)
 	$(PY) -m tpututor.course device bundle --out build/device-bundle
 
-device-rehearsal: device-bundle
-	@test -x $(DEVICE_VENV)/bin/python || $$($(PY) -c "from tpututor.course.device import _python312; print(_python312())") -m venv $(DEVICE_VENV)
+device-rehearsal: $(DEVICE_BUNDLE)
+	@test -x $(DEVICE_VENV)/bin/python || $$($(PY) -c "from tpututor.course.device import python312; print(python312())") -m venv $(DEVICE_VENV)
 	$(DEVICE_VENV)/bin/pip install --quiet --no-cache-dir $$($(PY) -c "from tpututor.course.device import IMAGE; print(' '.join(IMAGE))")
 	$(DEVICE_VENV)/bin/python -m tpututor.course device check --bundle build/device-bundle --out build/device-rehearsal --profile ci
+
+# The course as a website, from the notebooks make run executed (same profile): build/site/en/.
+site: $(STAMP)
+	@test -f build/timings.json || { echo "tpututor: no executed lessons in build/: run make run (or make run PROFILE=ci) first" >&2; exit 1; }
+	$(PY) -m tpututor.course site --executed build --out build/site
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)

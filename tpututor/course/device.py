@@ -71,7 +71,7 @@ def _resolve(python: str, requirements: Sequence[str]) -> dict[str, tuple[str, s
     return {_norm(i["metadata"]["name"]): (i["metadata"]["version"], i["download_info"]["url"]) for i in doc["install"]}
 
 
-def _python312() -> str:
+def python312() -> str:
     """A Python 3.12 interpreter to resolve and download for (the machine's version)."""
     for candidate in (os.environ.get("TPUTUTOR_PYTHON312"), shutil.which("python3.12"),
                       str(Path.home() / ".pyenv/versions/3.12.1/bin/python3.12")):
@@ -85,7 +85,7 @@ def _python312() -> str:
 
 def bundle(out: Path, python: str | None = None) -> Path:
     """Download the carried wheels (and their dependencies, minus :data:`PRESENT`) into ``out``."""
-    python = python or _python312()
+    python = python or python312()
     carried = _resolve(python, CARRIED)
     together = _resolve(python, (*IMAGE, *CARRIED))  # versions that also fit the image
     wanted = {name: together.get(name, carried[name]) for name in carried if name not in PRESENT}

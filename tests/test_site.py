@@ -1,0 +1,173 @@
+"""The course as a website, tested in a real browser.
+
+The site is built from the lessons this session executed (the same single run the notebook tests
+read), served on 127.0.0.1, and every page is opened in headless Chromium (Debian's package,
+installed here when missing; Playwright drives it, no browser is downloaded): no console errors,
+every image loads, lesson plots are on their pages, search finds a lesson by a word it teaches,
+internal links resolve, and the layout fits a phone. Screenshots of the landing page and one
+lesson are written to build/site-screens/ (next to the site) for review.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import subprocess
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import LESSON_IDS, ROOT, TEST_RUN
+from tpututor.course import runner, site
+
+pytestmark = [pytest.mark.slow, pytest.mark.lessons]
+CHROMIUM = "/usr/bin/chromium"
+
+
+def ensure_chromium() -> str:
+    """Debian's Chromium, installed by the test set-up when it is missing (root and apt needed)."""
+    found = shutil.which("chromium") or (CHROMIUM if Path(CHROMIUM).exists() else None)
+    if found:
+        return found
+    if shutil.which("apt-get") is None or __import__("os").geteuid() != 0:
+        pytest.skip("no Chromium, and no root apt-get to install it: apt-get install chromium")
+    for args in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
+        done = subprocess.run(args, capture_output=True, text=True, timeout=900,
+                              env={**__import__("os").environ, "DEBIAN_FRONTEND": "noninteractive"})
+        assert done.returncode == 0, done.stderr[-2000:]
+    return shutil.which("chromium") or CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def built(executed):
+    results = [executed(stem) for stem in LESSON_IDS]
+    runner.write_timings(results, TEST_RUN / "timings.json", "ci", results[0].device or "this machine")
+    out = TEST_RUN.parent / "site"
+    failed = site.build(TEST_RUN, out, "en", ("en",), root=ROOT)
+    assert failed == [], f"lessons failed, and their pages say so: {failed}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(built):
+    handler = functools.partial(QuietHandler, directory=str(built))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", built
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # no request log on the test's output
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    executable = ensure_chromium()
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def pages(site_dir: Path) -> list[str]:
+    return sorted(str(p.relative_to(site_dir)) for p in (site_dir / "en").rglob("*.html")
+                  if "_static" not in p.parts and "_sources" not in p.parts)
+
+
+def plots_in(stem: str) -> int:
+    nb = nbformat.read(TEST_RUN / f"{stem}.ipynb", as_version=4)
+    return sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+def test_every_page_loads_without_console_errors_and_every_image_loads(served, browser):
+    base, site_dir = served
+    problems = []
+    for name in pages(site_dir):
+        page = browser.new_page()
+        errors, failed = [], []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("requestfailed", lambda r: failed.append(r.url) if r.url.startswith(base) else None)
+        page.goto(f"{base}/{name}", wait_until="load")
+        images = page.evaluate("() => [...document.images].map(i => [i.src, i.complete && i.naturalWidth > 0])")
+        problems += [f"{name}: console error {e}" for e in errors] + [f"{name}: failed {u}" for u in failed]
+        problems += [f"{name}: image did not load {src}" for src, ok in images if not ok]
+        page.close()
+    assert not problems, "\n".join(problems[:40])
+
+
+def test_lesson_pages_carry_their_plots_badges_and_the_machine_that_made_them(served, browser):
+    base, _ = served
+    page = browser.new_page()
+    for stem in LESSON_IDS:
+        page.goto(f"{base}/en/lessons/{stem}.html", wait_until="load")
+        text = page.inner_text("main")
+        assert "make run" in text and "profile" in text, f"{stem}: no banner naming the machine and profile"
+        imgs = page.evaluate("() => [...document.querySelectorAll('main img')].map(i => i.getAttribute('src'))")
+        plots = [s for s in imgs if s and "_images/" in s]
+        assert len(plots) >= plots_in(stem), f"{stem}: {len(plots)} plots on the page, {plots_in(stem)} in the notebook"
+        assert any("colab-badge" in (s or "") for s in imgs), f"{stem}: no Colab badge"
+        links = page.evaluate("() => [...document.querySelectorAll('main a')].map(a => a.href)")
+        assert any("/edit/" in u for u in links) and any("kaggle.com/kernels" in u for u in links), stem
+
+
+def test_search_finds_a_lesson_by_a_word_it_teaches(served, browser):
+    base, _ = served
+    page = browser.new_page()
+    page.goto(f"{base}/en/search.html?q=block_until_ready", wait_until="load")
+    page.wait_for_selector("ul.search li", timeout=20000)
+    found = page.evaluate("() => [...document.querySelectorAll('ul.search li a')].map(a => a.href)")
+    assert any("00_where_am_i" in u for u in found), found[:10]
+
+
+def test_internal_links_resolve(served, browser):
+    base, site_dir = served
+    page = browser.new_page()
+    targets = set()
+    for name in pages(site_dir):
+        page.goto(f"{base}/{name}", wait_until="domcontentloaded")
+        for href in page.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)"):
+            if href.startswith(base):
+                targets.add(urllib.parse.urldefrag(href)[0])
+    broken = []
+    for url in sorted(targets):
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                if resp.status != 200:
+                    broken.append(f"{url}: {resp.status}")
+        except urllib.error.HTTPError as err:
+            broken.append(f"{url}: {err.code}")
+    assert targets and not broken, "\n".join(broken[:40])
+
+
+def test_layout_reads_on_a_phone_and_screenshots_are_written(served, browser):
+    base, site_dir = served
+    screens = site_dir.parent / "site-screens"
+    screens.mkdir(exist_ok=True)
+    desktop = browser.new_page(viewport={"width": 1280, "height": 900})
+    desktop.goto(f"{base}/en/index.html", wait_until="load")
+    desktop.screenshot(path=str(screens / "landing.png"), full_page=False)
+    desktop.goto(f"{base}/en/lessons/{LESSON_IDS[0]}.html", wait_until="load")
+    desktop.screenshot(path=str(screens / "lesson.png"), full_page=False)
+    phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
+    for name in ("en/index.html", f"en/lessons/{LESSON_IDS[0]}.html"):
+        phone.goto(f"{base}/{name}", wait_until="load")
+        overflow = phone.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{name} is {overflow}px wider than a phone's screen"
+    phone.screenshot(path=str(screens / "lesson-phone.png"))
+    assert all((screens / f).stat().st_size > 10_000 for f in ("landing.png", "lesson.png", "lesson-phone.png"))
