@@ -36,7 +36,8 @@ def test_lookup_accepts_jax_device_kinds_and_table_names(device_kind, name):
     assert hardware.lookup(device_kind).name == name
 
 
-@pytest.mark.parametrize("device_kind", ["cpu", "TPU v4 lite", "NVIDIA H100 PCIe", "TPU v9", "", "   "])
+@pytest.mark.parametrize("device_kind", ["cpu", "TPU v4 lite", "NVIDIA H100 PCIe", "NVIDIA A100-PCIE-40GB", "TPU v9",
+                                         "", "   "])
 def test_unknown_device_kind_is_none_not_a_guess(device_kind):
     assert hardware.find(device_kind) is None
 
@@ -61,6 +62,16 @@ def test_cpu_estimate_uses_the_widest_simd_and_says_it_is_an_estimate():
     est = hardware.estimate_cpu("Xeon", 4, ["sse2", "avx", "avx2", "fma", "avx512f"], 2.0)
     assert est.estimate and est.simd == "AVX-512" and est.peak_flops == 4 * 2.0e9 * 64
     assert any("assumed" in a for a in est.assumptions)
+
+
+@pytest.mark.parametrize("model, per_cycle", [
+    ("AMD EPYC", 32), ("AMD EPYC 9654 96-Core Processor", 32), ("AMD Ryzen 9 7950X", 32),  # Zen 4: 2 x 256-bit
+    ("AMD EPYC 9755 128-Core Processor", 64), ("AMD Ryzen 9 9950X", 64),  # Zen 5: full-width AVX-512
+])
+def test_cpu_estimate_counts_zen4_avx512_at_256_bit_width(model, per_cycle):
+    est = hardware.estimate_cpu(model, 2, ["avx2", "fma", "avx512f", "avx512_bf16"], 2.6)
+    assert est.flops_per_cycle_per_core == per_cycle and est.peak_flops == 2 * 2.6e9 * per_cycle
+    assert ("Zen 4" in est.assumptions[0]) == (per_cycle == 32)
 
 
 def test_cpu_estimate_needs_fma_for_the_avx2_rate():
@@ -101,6 +112,17 @@ def test_per_axis_ici_matches_scaling_books_interconnect_table(name, one_way, bi
 @pytest.mark.parametrize("chip", [c for c in hardware.chips() if c.ici_link_gbps], ids=lambda c: c.name)
 def test_every_per_axis_figure_has_its_own_source_and_date(chip):
     assert chip.ici_source.startswith("https://") and chip.ici_source_date[:4].isdigit()
+
+
+def test_derived_interconnect_figures_say_so_and_vendor_ones_sit_about_ten_percent_above_the_links():
+    # Cloud TPU publishes no per-chip ICI figure for v3 and v4: the table's are links x per-link (scaling-book)
+    for name, links in (("v3", 4), ("v4", 6)):
+        chip = hardware.lookup(name)
+        assert "derived" in chip.notes and chip.interconnect_gbps == links * 2 * chip.ici_link_gbps
+    for name, links in (("v5e", 4), ("v6e", 4), ("v5p", 6)):  # vendor figures: 50/100/100 GB/s a link one way
+        chip = hardware.lookup(name)
+        assert "derived" not in chip.notes
+        assert chip.interconnect_gbps / (links * 2 * chip.ici_link_gbps) == pytest.approx(1.11, abs=0.01)
 
 
 def test_the_aggregate_interconnect_column_keeps_its_meaning():

@@ -228,6 +228,24 @@ ENTRY %e (a: f32[8,8], b: f32[8,8]) -> f32[8,8] {
     assert summary.dots == 1 and summary.host_calls == 1 and summary.custom_calls == ["__cublas$gemm"]
 
 
+def test_device_to_device_send_and_recv_are_not_host_calls():
+    text = """HloModule m
+ENTRY %e (a: f32[8]) -> f32[8] {
+  %a = f32[8]{0} parameter(0)
+  %t = token[] after-all()
+  %s = (f32[8]{0}, u32[], token[]) send(%a, %t), channel_id=1
+  %sd = token[] send-done(%s), channel_id=1
+  %r = (f32[8]{0}, u32[], token[]) recv(%t), channel_id=2
+  %rd = (f32[8]{0}, token[]) recv-done(%r), channel_id=2
+  %hr = (f32[8]{0}, u32[], token[]) recv(%t), channel_id=3, is_host_transfer=true
+  %hrd = (f32[8]{0}, token[]) recv-done(%hr), channel_id=3, is_host_transfer=true
+  %o = token[] outfeed(%a, %t), outfeed_shape=f32[8]{0}
+  ROOT %g = f32[8]{0} get-tuple-element(%rd), index=0
+}
+"""
+    assert hlo.summarize(text).host_calls == 2  # the host recv and the outfeed; the channel pair is device to device
+
+
 def test_fusion_op_lists_leave_out_the_reducers_helper_computation(softmax_stages):
     for _, _, ops in hlo.fusions(softmax_stages.optimized_hlo):
         assert "maximum" not in ops or "reduce" not in ops  # reduce's to_apply region is not listed

@@ -243,6 +243,10 @@ def test_all_reduce_costs_two_all_gathers_and_all_to_all_a_quarter():
     assert mesh.collective_seconds("reduce-scatter", *args, wraparound=True) == gather
     assert mesh.collective_seconds("all-reduce", *args, wraparound=True) == pytest.approx(2 * gather)
     assert mesh.collective_seconds("all-to-all", *args, wraparound=True) == pytest.approx(gather / 4)
+    # on a line (no wraparound) the middle link carries V/4 each way: (X/2)^2 pieces of V/X^2 cross it
+    line = mesh.collective_seconds("all-to-all", *args, wraparound=False)
+    assert line == pytest.approx(mesh.collective_seconds("all-gather", *args, wraparound=False) / 4)
+    assert line == pytest.approx(15 / 16 * 1e9 / 4 / 9e10) and line == pytest.approx(1e9 / 4 / 9e10, rel=0.07)
     assert mesh.collective_seconds("all-gather", 1e9, 1, "v5p", wraparound=True) == 0.0
     assert mesh.collective_seconds("collective-permute", 9e10, 8, "v5p", wraparound=False) == pytest.approx(1.0)
 
@@ -276,11 +280,57 @@ def test_volume_of_a_reduce_scatter_is_its_unreduced_input_and_results_drop_the_
     assert mesh.Collective("all-reduce", "ar", "(f32[8]{0}, f32[4]{0})", 48, 4, 72.0).result == "2 buffers, combined"
 
 
-def test_collective_table_times_each_group_as_one_axis_of_each_chip():
-    found = [mesh.Collective("all-reduce", "ar", "f32[1000000]", 4_000_000, 8, 7e6)]
+def _cell(table: str, column: str) -> str:
+    """The last row's entry in the named column of a collective_table."""
+    lines = table.splitlines()
+    head = [h.strip() for h in lines[0].strip("|").split("|")]
+    return [c.strip() for c in lines[-1].strip("|").split("|")][head.index(column)]
+
+
+def test_collective_table_places_a_group_of_eight_on_each_chips_eight_chip_slice():
+    # Eight chips are a 2x2x2 v5p (two hosts, no wraparound: Cloud TPU v5p docs) and a 2x4 v5e or v6e.
+    # scaling-book, sharding.md: an AllGather over several axes gets n_axes times the bandwidth,
+    # T = V / (W * n_axes), with one direction of a link per axis when it has no wraparound (Pop Quiz 2);
+    # the model adds the ring's (X-1)/X.
+    v = 8e6
+    found = [mesh.Collective("all-gather", "ag", "bf16[4000000]", int(v), 8, 7 / 8 * v)]
     table = mesh.collective_table(found)
-    assert "TPU v5e µs" in table and "| all-reduce | f32[1000000] | 8 | 4,000,000 |" in table
-    v5e = mesh.collective_seconds("all-reduce", 4e6, 8, "v5e", wraparound=False) * 1e6  # 2D: wraps at 16
-    v5p = mesh.collective_seconds("all-reduce", 4e6, 8, "v5p", wraparound=True) * 1e6  # 3D: whole cubes
-    assert table.splitlines()[-1].endswith(f"| {v5e:.2f} | {v5p:.2f} | "
-                                           f"{mesh.collective_seconds('all-reduce', 4e6, 8, 'v6e', wraparound=False) * 1e6:.2f} |")
+    assert "| all-gather | bf16[4000000] | 8 | 8,000,000 |" in table
+    for chip, axes, one_way in (("v5p", 3, 9e10), ("v5e", 2, 4.5e10), ("v6e", 2, 9e10)):
+        label = mesh.hardware.lookup(chip).label
+        scaling_book = v / (one_way * axes)
+        assert float(_cell(table, f"{label} µs")) == pytest.approx(7 / 8 * scaling_book * 1e6, abs=0.01)
+        assert float(_cell(table, f"{label} µs")) * 1e-6 == pytest.approx(scaling_book, rel=0.2)
+    # the old rule took any eight v5p chips as a wrapped ring (8 % 4 == 0): 2 x 9e10 over one axis
+    wrapped_ring = mesh.collective_seconds("all-gather", v, 8, "v5p", wraparound=True) * 1e6
+    assert float(_cell(table, "TPU v5p µs")) != pytest.approx(wrapped_ring, rel=0.05)
+    explicit = mesh.collective_table(found, slices={"v5e": (2, 4), "v5p": (2, 2, 2), "v6e": (2, 4)})
+    assert explicit == table
+
+
+def test_collective_table_uses_the_wraparound_of_whole_cubes_and_of_sixteen_chip_axes():
+    # scaling-book, sharding.md, Question 2: AllGather_XY([B_X, D_Y]) on a TPU v4p 4x4x4, B=1024, D=4096:
+    # a full cube wraps on every axis, so 2BD / (2 * W) = 46us, W = 9e10 both ways
+    v = 2 * 1024 * 4096
+    found = [mesh.Collective("all-gather", "ag", "bf16[1024,4096]", v, 16, 15 / 16 * v)]
+    on_cube = float(_cell(mesh.collective_table(found, chips=("v4",), slices={"v4": (4, 4, 4)}), "TPU v4 µs"))
+    assert on_cube * 1e-6 == pytest.approx(46e-6, rel=0.2)
+    assert on_cube == pytest.approx(mesh.collective_seconds("all-gather", v, (4, 4), "v4", wraparound=True) * 1e6,
+                                    abs=0.01)
+    # a v5e 8x16 wraps along its 16-chip axis only: a group of 16 there gets W = 9e10, one of 8 gets 4.5e10
+    on_v5e = {n: float(_cell(mesh.collective_table(
+        [mesh.Collective("all-gather", "ag", "bf16[x]", v, n, 0.0)], chips=("v5e",), slices={"v5e": (8, 16)}),
+        "TPU v5e µs")) for n in (8, 16)}
+    assert on_v5e[16] == pytest.approx(15 / 16 * v / 9e10 * 1e6, abs=0.01)
+    assert on_v5e[8] == pytest.approx(7 / 8 * v / 4.5e10 * 1e6, abs=0.01)
+
+
+def test_collective_table_marks_a_group_the_slice_cannot_hold_and_asks_for_a_slice_it_cannot_guess():
+    found = [mesh.Collective("all-reduce", "ar", "f32[1000]", 4000, 16, 7500.0)]
+    assert _cell(mesh.collective_table(found, devices=8), "TPU v5e µs") == "?"
+    with pytest.raises(ValueError, match=r"no standard TPU v5e slice of 6 chips.*slices=\{'v5e'"):
+        mesh.collective_table(found, devices=6)
+    with pytest.raises(ValueError, match="no wraparound rule for TPU v3.*collective_seconds"):
+        mesh.collective_table(found, chips=("v3",))
+    with pytest.raises(ValueError, match="no ICI cost model for TPU7x"):
+        mesh.collective_table(found, chips=("7x",))

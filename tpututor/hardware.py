@@ -10,8 +10,10 @@ report for v5e; bandwidths are decimal GB/s.
 reports (``"TPU v5 lite"``, ``"NVIDIA H100 80GB HBM3"``). ``estimate_cpu``
 gives a labelled *estimate* for the local CPU, which has no datasheet row.
 
-ICI per axis. ``interconnect_gbps`` is the vendor's per-chip figure, every link
-of the chip counted in both directions. A collective along one mesh axis uses
+ICI per axis. ``interconnect_gbps`` is the per-chip figure, every link of the
+chip counted in both directions: the vendor's where Cloud TPU publishes one
+(v5e, v5p, v6e, TPU7x), derived from scaling-book's per-link figure where it
+does not (v3, v4: the row's notes say so). A collective along one mesh axis uses
 only that axis's links, so the TPU rows also carry the one-way bandwidth of one
 ICI link (``ici_link_gbps``), the torus (``ici_topology``) and where it closes
 into a ring (``ici_wrap_at``), with their own source and date (``ici_source``,
@@ -244,15 +246,21 @@ _SIMD_FLOPS = (
     ("sse2", "SSE2", 2 * 4),
     ("asimd", "NEON", 2 * 4 * 2),
 )
+# AMD cores with AVX-512 at full width: Zen 5 (EPYC 9xx5 "Turin", Ryzen 9000). Zen 4 (EPYC 9xx4,
+# Ryzen 7000) runs a 512-bit FMA as two halves on its two 256-bit pipes: 32 float32 FLOPs per
+# cycle, what AVX2 gives (A. Yee, "Zen5's AVX512 Teardown", numberworld.org, read 2026-12-01).
+_AMD_FULL_WIDTH_AVX512 = re.compile(r"\bEPYC\s+\d{3}5\b|\bRyzen\s+\d\s+9\d{3}", re.IGNORECASE)
 
 
 def estimate_cpu(model: str, cores: int, flags: Iterable[str], ghz: float | None) -> CpuEstimate:
     """Estimate the float32 peak of a CPU from its SIMD flags, cores and clock.
 
     peak = cores x GHz x FLOPs/cycle, with FLOPs/cycle from the widest vector
-    unit the flags show and *two* FMA units per core assumed. It is an upper
-    bound: logical cores may be hyper-threads sharing one physical core, and
-    clocks drop under wide-vector load.
+    unit the flags show and *two* FMA units per core assumed. An AMD core with
+    AVX-512 counts as Zen 4 (two 256-bit FMA pipes, 32 FLOPs/cycle) unless its
+    model name is a Zen 5 part. It is an upper bound: logical cores may be
+    hyper-threads sharing one physical core, some Intel parts have one 512-bit
+    FMA unit, and clocks drop under wide-vector load.
     """
     flagset = {f.lower() for f in flags}
     simd, per_cycle = "scalar", 2
@@ -260,9 +268,14 @@ def estimate_cpu(model: str, cores: int, flags: Iterable[str], ghz: float | None
         if flag in flagset and (flag != "avx2" or "fma" in flagset):
             simd, per_cycle = name, n
             break
+    width = f"{simd}, two FMA units assumed"
+    if simd == "AVX-512" and "amd" in model.lower() and not _AMD_FULL_WIDTH_AVX512.search(model):
+        simd, per_cycle = "AVX-512 on 256-bit pipes", 2 * 8 * 2
+        width = ("AVX-512 on an AMD core taken as Zen 4: 512-bit FMAs run as two halves on two 256-bit "
+                 "pipes; a Zen 5 part would do 64")
     peak = cores * ghz * 1e9 * per_cycle if ghz and cores else None
     assumptions = [
-        f"{per_cycle} float32 FLOPs per cycle per core ({simd}, two FMA units assumed)",
+        f"{per_cycle} float32 FLOPs per cycle per core ({width})",
         f"{cores} logical cores, all busy (hyper-threads count as cores: an upper bound)",
         f"clock {ghz:.2f} GHz as the OS reports it, no turbo or AVX down-clocking" if ghz
         else "clock unknown, so no estimate",

@@ -41,7 +41,8 @@ COLLECTIVES = frozenset({
 DOTS = frozenset({"dot", "convolution", "ragged-dot"})
 # Library matmuls appear as custom-calls (cuBLAS on GPU, oneDNN on CPU).
 _DOT_TARGETS = ("gemm", "matmul", "conv")
-# Ways a program hands data to the host and back.
+# Ways a program hands data to the host and back: infeed/outfeed always; send/recv only when marked
+# is_host_transfer=true (without it they move data between devices, as in pipelined collectives).
 HOST_OPS = frozenset({"send", "recv", "infeed", "outfeed"})
 
 
@@ -193,7 +194,7 @@ class Summary:
     collectives: Counter
     parameters: int
     custom_calls: list[str]
-    host_calls: int  # host callbacks and send/recv/infeed/outfeed: round trips to the host
+    host_calls: int  # host callbacks, infeed/outfeed and host send/recv: round trips to the host
 
     def row(self) -> dict[str, Any]:
         """The summary as one flat row (for tables)."""
@@ -252,8 +253,16 @@ def summarize(module: Module | str) -> Summary:
         collectives=Counter({op: n for op, n in all_ops.items() if op in COLLECTIVES}),
         parameters=ops["parameter"],
         custom_calls=targets,
-        host_calls=sum(all_ops[o] for o in HOST_OPS) + sum("callback" in t.lower() for t in targets),
+        host_calls=sum(_to_host(i) for comp in everything for i in comp.instructions)
+        + sum("callback" in t.lower() for t in targets),
     )
+
+
+def _to_host(inst: Instruction) -> bool:
+    """Whether an instruction hands data to the host or takes it back (see HOST_OPS)."""
+    if inst.opcode in ("send", "recv"):
+        return "is_host_transfer=true" in inst.text
+    return inst.opcode in HOST_OPS
 
 
 def fusions(module: Module | str) -> list[tuple[str, str, list[str]]]:

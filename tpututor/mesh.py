@@ -13,7 +13,7 @@
   not, a latency floor per hop); :func:`data_parallel_threshold` and
   :func:`tensor_parallel_limit` turn it into the two rules of thumb of its
   training chapter. :func:`collective_table` shows a program's collectives with
-  their estimated time on several chips.
+  their estimated time on a slice of each of several chips.
 
 The cost model (jax-ml/scaling-book, sharding.md "A Deeper Dive into TPU
 Communication Primitives", training.md): an all-gather or a reduce-scatter of V
@@ -23,21 +23,25 @@ one-way link bandwidth, when the axis closes into a ring with a wraparound
 link, and one direction only (half) when it does not, the case of small slices
 such as a v5e-8 (2x4). For large X that is V / W, independent of X. An
 all-reduce is a reduce-scatter plus an all-gather: twice that. An all-to-all
-is a quarter of an all-gather. A collective over several mesh axes gets the
-bandwidth of each. Small arrays are latency bound instead: about 1 us per hop,
-X/2 hops around a ring and X-1 along a line. Nothing here models overlap with
-compute, congestion or DCN.
+is a quarter of an all-gather: scaling-book derives the quarter for a ring
+(each piece travels at most X/2 hops), and it holds on a line too, where the
+middle link carries V/4 each way against the V an end chip must receive in an
+all-gather. A collective over several mesh axes gets the bandwidth of each.
+Small arrays are latency bound instead: about 1 us per hop, X/2 hops around a
+ring and X-1 along a line. Nothing here models overlap with compute,
+congestion or DCN.
 
 JAX is imported only inside the functions that need it.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from . import hardware, hlo
 
@@ -280,7 +284,8 @@ def collective_seconds(kind: str, nbytes: float, axis_size: int | Sequence[int],
     all-gather, reduce-scatter: max(hops x hop_latency, (X-1)/X x V / W), with
     W = 2 x the one-way link bandwidth per wrapped axis, 1 x per axis without
     wraparound, summed over the axes; hops = X//2 around a ring, X-1 along a
-    line. all-reduce: twice that. all-to-all: a quarter of the bandwidth term.
+    line. all-reduce: twice that. all-to-all: a quarter of the bandwidth term,
+    ring or line.
     collective-permute: V over one link to a neighbour. A lower bound in the
     same sense as a roofline: no congestion, no overlap with compute.
     """
@@ -354,28 +359,63 @@ def tensor_parallel_limit(d_ff: int, chip: str | hardware.Chip, *, wraparound: b
     return y
 
 
-def collective_table(found: Sequence[Collective], chips: Sequence[str] = ("v5e", "v5p", "v6e")) -> str:
+def collective_table(found: Sequence[Collective], chips: Sequence[str] = ("v5e", "v5p", "v6e"), *,
+                     slices: Mapping[str, Sequence[int]] | None = None, devices: int | None = None) -> str:
     """Markdown: each collective, its bytes, and its estimated time on each chip.
 
-    Each group is taken as one ICI axis of that many chips, with the
-    wraparound that chip's torus has on such an axis (a 2D torus wraps at 16
-    chips; a 3D torus at multiples of 4, in whole cubes).
+    Each chip runs the program on a slice: ``slices[name]`` (``{"v5p": (2, 2, 2)}``),
+    else the most compact slice of ``devices`` chips (``devices`` defaults to the
+    largest group in ``found``): 2x4 for eight v5e or v6e chips, 2x2x2 for eight
+    v5p chips, as Cloud TPU shapes them. A group of n chips is placed on whole
+    axes of that slice (one axis of n if there is one, else the fewest axes whose
+    sizes multiply to n), each with the wraparound ``Chip.wraparound`` gives the
+    slice; a group smaller than an axis is a stretch of it, a line. "?" marks a
+    group the slice cannot hold.
     """
-    rows = [hardware.lookup(c) for c in chips]
+    rows = [_ici_chip(c) for c in chips]  # a chip without an ICI model is a clear error here
+    if devices is None:
+        devices = max((c.group_size or 1 for c in found), default=1)
     head = ["collective", "result", "group", "V bytes", *[f"{c.label} µs" for c in rows]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    shapes = {c.name: tuple((slices or {}).get(c.name) or _compact_slice(c, devices)) for c in rows}
+    if any(c.ici_wrap_at is None for c in rows):
+        raise ValueError(f"no wraparound rule for {', '.join(c.label for c in rows if c.ici_wrap_at is None)} in the "
+                         "chip table; time its collectives with collective_seconds(..., wraparound=True or False)")
+    wraps_of = {c.name: c.wraparound(shapes[c.name]) for c in rows}
     for c in found:
         times = []
         for chip in rows:
-            if not c.group_size:
+            shape = shapes[chip.name]
+            placed = _group_axes(c.group_size, shape, wraps_of[chip.name]) if c.group_size else None
+            if placed is None:
                 times.append("?")
                 continue
-            wraps = _axis_wraps(chip, c.group_size)
-            times.append(f"{collective_seconds(c.kind, c.volume, c.group_size, chip, wraparound=wraps) * 1e6:.2f}")
+            sizes, wraps = placed
+            times.append(f"{collective_seconds(c.kind, c.volume, sizes, chip, wraparound=wraps) * 1e6:.2f}")
         lines.append(f"| {c.kind} | {c.result} | {c.group_size or '?'} | {c.volume:,.0f} | " + " | ".join(times) + " |")
     return "\n".join(lines)
 
 
-def _axis_wraps(chip: hardware.Chip, n: int) -> bool:
-    """Whether one axis of ``n`` chips wraps: a 2D torus per axis; a 3D torus in whole cubes of its edge."""
-    return bool(chip.ici_wrap_at) and n % chip.ici_wrap_at == 0
+def _compact_slice(chip: hardware.Chip, n: int) -> tuple[int, ...]:
+    """The most compact slice of n chips (a power of two) on a chip's torus: (2, 4), (2, 2, 2), (4, 4, 8)."""
+    dims = {"2D torus": 2, "3D torus": 3}.get(chip.ici_topology)
+    if dims is None or n < 1 or n & (n - 1):
+        raise ValueError(f"no standard {chip.label} slice of {n} chips to assume; pass slices={{{chip.name!r}: "
+                         f"shape}} with the slice's topology")
+    shape = [1] * dims
+    for i in range(n.bit_length() - 1):
+        shape[dims - 1 - i % dims] *= 2  # double the axes in turn, the last first
+    return tuple(shape)
+
+
+def _group_axes(n: int, shape: tuple[int, ...], wraps: tuple[bool, ...]):
+    """The axes of a slice a group of n chips spans, as (sizes, wraparounds), or None if it cannot hold it."""
+    axes = range(len(shape))
+    for k in range(1, len(shape) + 1):
+        fits = [combo for combo in itertools.combinations(axes, k) if math.prod(shape[i] for i in combo) == n]
+        if fits:
+            best = max(fits, key=lambda combo: sum(wraps[i] for i in combo))  # the best-connected placement
+            return tuple(shape[i] for i in best), tuple(wraps[i] for i in best)
+    if any(size % n == 0 for size in shape):  # part of one axis: a line, whatever the axis's wraparound
+        return (n,), (False,)
+    return None
