@@ -125,6 +125,29 @@ def test_check_that_counts_not_implemented_as_not_attempted(results):
     assert check.that("e", stub, hint="h").status == "not attempted"
 
 
+def test_a_stub_wrapped_by_jit_or_functools_counts_as_not_attempted():
+    import functools
+
+    import jax
+
+    @jax.jit
+    def jitted_stub(x):
+        ...
+
+    def stub(x):
+        ...
+
+    @functools.wraps(stub)
+    def wrapper(*args):
+        return stub(*args)
+
+    def answer(x):
+        return x + 1
+
+    assert not check.attempted(jitted_stub) and not check.attempted(wrapper)
+    assert check.attempted(jax.jit(answer))
+
+
 def test_check_close_rejects_non_numbers_with_a_hint(results):
     r = check.close("e", "fast", 1.0, hint="a number of ms")
     assert r.status == "failed" and "expected a number" in r.message

@@ -68,6 +68,13 @@ def attempted(value: Any) -> bool:
     student build's stub); True for anything else."""
     if value is Ellipsis or value is None:
         return False
+    if callable(value):  # a wrapped stub (``@jax.jit def f(x): ...``) is still a stub
+        import inspect
+
+        try:
+            value = inspect.unwrap(value)
+        except ValueError:  # a wrapper cycle: judge the outer function
+            pass
     code = getattr(value, "__code__", None)
     return code is None or not _empty_body(code)
 
