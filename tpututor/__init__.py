@@ -14,6 +14,8 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``lessons``: what each lesson needs, as shipped with the package
 - ``bench``: timing done right on every backend (compile apart, wait for the device)
 - ``roofline``: FLOPs, bytes and the roofline of a chip
+- ``kernels``: a Pallas kernel's HBM traffic, VMEM and FLOPs from its grid and BlockSpecs, on the roofline
+- ``pallas_compat``: Pallas TPU interpret mode's names across JAX 0.7.2, 0.10 and 0.11
 - ``hlo``: the program at each compiler stage; HLO read as tables
 - ``metrics``: PyTorch/XLA's counters and metrics as records
 - ``mesh``: meshes, shardings, the collectives in a compiled program and what they cost
