@@ -353,3 +353,11 @@ def test_the_course_command_writes_the_page_and_check_reports_a_stale_one(tmp_pa
     with contextlib.redirect_stderr(open(os.devnull, "w")):
         assert errors_page.main(["--check", "--out", str(target)]) == 1
     assert sys.modules["tpututor.errors"] is errors
+
+
+def test_every_entry_is_linked_from_the_lesson_that_teaches_it():
+    from tpututor.course import catalog
+
+    lessons = {lesson.topic: lesson.path.read_text() for lesson in catalog.lessons(ROOT / "notebooks")}
+    unlinked = [e.id for e in errors.ENTRIES if f"{errors.ATLAS_URL}#{e.id})" not in lessons[e.lesson]]
+    assert unlinked == [], "add them to the lesson's Further reading (see docs/writing_a_lesson.md)"
