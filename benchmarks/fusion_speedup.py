@@ -32,7 +32,10 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="1024 x 1024, 3 repeats: a smoke test in seconds")
     args = parser.parse_args()
+    if args.quick:
+        args.rows, args.cols, args.repeats = 1024, 1024, 3
 
     x = jax.random.normal(jax.random.key(0), (args.rows, args.cols), dtype=jnp.float32)
     unfused_bytes = sum(b for _, b in hlo.jaxpr_bytes(softmax, x))

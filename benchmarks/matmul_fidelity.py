@@ -32,8 +32,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="size 256, 30 calls: a smoke test in seconds")
     args = parser.parse_args()
-    n, calls = args.size, args.calls
+    n, calls = (256, 30) if args.quick else (args.size, args.calls)
     flops = 2 * n**3
 
     import jax
