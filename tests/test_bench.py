@@ -88,6 +88,120 @@ def test_time_calls_rejects_zero_repeats_or_warmup(kw):
         bench.time_calls(lambda: None, lambda r: None, **kw)
 
 
+class _Clock:
+    """A fake time.perf_counter: each call() of the timed function advances it by ``step`` seconds."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def call(self):
+        self.now += self.step
+        return self.now
+
+
+def test_amortised_timing_queues_k_calls_waits_once_and_divides_by_k(monkeypatch):
+    clock, synced = _Clock(0.5), []
+    monkeypatch.setattr(bench, "time", clock)
+    first, times = bench.time_calls(clock.call, synced.append, repeats=3, calls=4)
+    assert first == 0.5 and times == [0.5, 0.5, 0.5]  # 4 calls of 0.5 s in 2 s: 0.5 s per call
+    # the first call alone, then one untimed burst (warm-up), then 3 timed bursts: each one wait for 4 results
+    assert [len(s) if isinstance(s, list) else 1 for s in synced] == [1, 4, 4, 4, 4]
+
+
+def test_blocked_timing_waits_after_every_call(monkeypatch):
+    clock, synced = _Clock(0.25), []
+    monkeypatch.setattr(bench, "time", clock)
+    _, times = bench.time_calls(clock.call, synced.append, repeats=3)
+    assert times == [0.25] * 3 and len(synced) == 4 and not any(isinstance(s, list) for s in synced)
+
+
+@pytest.mark.parametrize("seconds_per_call, k", [(1e-3, 10), (2.0, 1), (1e-7, bench.AUTO_MAX_CALLS)])
+def test_auto_calls_fill_the_target_from_one_blocked_call(monkeypatch, seconds_per_call, k):
+    clock = _Clock(seconds_per_call)
+    monkeypatch.setattr(bench, "time", clock)
+    assert bench._timed(clock.call, lambda r: r, 1, 2, "auto")[2] == k
+
+
+def test_auto_calls_are_not_fooled_by_one_slow_probe(monkeypatch):
+    steps = iter([1e-3, 0.5, 1e-3, 1e-3] + [1e-3] * 100)  # the first call, then a probe the machine interrupted
+
+    class Clock(_Clock):
+        def call(self):
+            self.now += next(steps)
+
+    clock = Clock(0.0)
+    monkeypatch.setattr(bench, "time", clock)
+    assert bench._timed(clock.call, lambda r: r, 1, 1, "auto")[2] == 10  # the best probe: 1 ms, so 10 calls
+
+
+@pytest.mark.parametrize("calls", [0, -3, 2.5, True, "many", None])
+def test_calls_must_be_a_positive_whole_number_or_auto(calls):
+    with pytest.raises(ValueError, match="calls must be a whole number of at least 1 or 'auto'"):
+        bench.matmul(8, "float32", "numpy", calls=calls)
+
+
+@CPU_ONLY
+def test_the_record_says_which_timing_mode_produced_it():
+    blocked = bench.matmul(32, "float32", "jax", repeats=2)
+    amortised = bench.matmul(32, "float32", "jax", repeats=2, calls=8)
+    auto = bench.run("add", 32, "float32", "jax", repeats=2, calls="auto")
+    assert (blocked.calls, blocked.timing) == (1, "blocked")
+    assert (amortised.calls, amortised.timing) == (8, "amortised") and amortised.to_dict()["timing"] == "amortised"
+    assert auto.calls > 1 and auto.timing == "amortised"  # a 32x32 add takes microseconds: auto queues many
+    assert amortised.flops == 2 * 32**3 and amortised.size == 32  # k calls change the clock, not the counts
+
+
+@CPU_ONLY
+def test_amortised_tiny_matmul_is_not_charged_k_times():
+    # Real clocks on a shared machine: compare the best of several runs, with a wide margin. Forgetting to
+    # divide by k would make the amortised figure 32x the blocked one; the overhead it removes makes it smaller.
+    blocked = bench.matmul(16, "float32", "jax", repeats=7)
+    amortised = bench.matmul(16, "float32", "jax", repeats=7, calls=32)
+    assert amortised.min_seconds < 2 * blocked.min_seconds
+
+
+def test_table_adds_a_calls_column_only_for_amortised_records():
+    one = bench.matmul(16, "float32", "numpy", repeats=1)
+    many = bench.matmul(16, "float32", "numpy", repeats=1, calls=3)
+    assert "calls/wait" not in bench.table([one]) and bench.table([one, many]).splitlines()[0].split()[-1] == "calls/wait"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_jax_operands_are_drawn_from_different_keys(dtype):
+    import numpy as np
+
+    prepared = bench._jax(bench.OPS["matmul"], [(8, 8), (8, 8)], dtype, None)
+    a, b = (np.asarray(x) for x in prepared.inputs)
+    assert not np.array_equal(a, b), "a square matmul must not be x @ x"
+
+
+@CPU_ONLY
+def test_a_dot_algorithm_the_backend_lacks_is_unsupported_not_a_crash(capsys):
+    with pytest.raises(bench.UnsupportedError, match="TF32_TF32_F32.*not supported"):
+        bench.matmul(16, "float32", "jax", precision="TF32_TF32_F32")
+    records = bench.sweep([16], ["float32"], ["jax"], progress=False, repeats=1, precision="TF32_TF32_F32")
+    assert records == [] and "skipped jax float32" in capsys.readouterr().out
+    assert bench.matmul(16, "float32", "jax", repeats=1, precision="F32_F32_F32").flops == 2 * 16**3
+
+
+def test_a_bad_precision_name_is_still_jax_own_error():
+    with pytest.raises(ValueError, match="Precision argument must be one of") as info:
+        bench.matmul(8, "float32", "jax", precision="bogus")
+    assert not isinstance(info.value, bench.UnsupportedError)
+
+
+@pytest.mark.parametrize("generation, kind, peak", [("v5e", "TPU v5e", 197e12), (None, "TPU", None)])
+def test_tensorflow_on_a_tpu_names_the_chip_so_the_peak_is_found(monkeypatch, generation, kind, peak):
+    from tpututor import runtime
+
+    monkeypatch.setattr(runtime, "detect_accelerator", lambda: runtime.Accelerator("tpu", generation, 1))
+    assert bench._tensorflow_kind(None, "tpu") == kind
+    assert bench.peak_for(kind, "tpu", "bfloat16")[0] == peak
+
+
 @CPU_ONLY
 def test_jax_record_is_tidy_and_consistent():
     r = bench.matmul(64, "float32", "jax", repeats=3)
@@ -212,5 +326,7 @@ def test_second_tpu_runtime_in_one_process_is_refused_with_the_fix(monkeypatch):
     monkeypatch.setattr(bench, "_tpu_attached", lambda: True)
     monkeypatch.delenv("PJRT_DEVICE", raising=False)
     monkeypatch.setitem(__import__("sys").modules, "torch_xla", type(__import__("sys"))("torch_xla"))
-    with pytest.raises(bench.UnsupportedError, match="--framework jax"):
+    with pytest.raises(bench.UnsupportedError, match="--framework jax") as info:
         bench.matmul(8, "float32", "jax")
+    message = str(info.value)
+    assert "one process owns a chip" in message and "already in use" in message and "forever" not in message

@@ -2,12 +2,21 @@
 
 Each measurement: inputs made on the device first; compile timed on its own
 (JAX compiles ahead of time; torch_xla and TensorFlow compile inside the first
-call, reported as ``first_call_seconds``); warm-up; then several timed calls,
+call, reported as ``first_call_seconds``); warm-up; then several timed runs,
 each stopped only when the device has finished (``block_until_ready`` for JAX,
 ``torch_xla.sync()`` and ``wait_device_ops()`` for torch_xla,
 ``torch.cuda.synchronize()`` for CUDA torch, ``sync_devices()`` for TF). The
 result is a tidy :class:`Record` with the median, the spread and the FLOP/s as
 a share of the device's peak from :mod:`tpututor.hardware`.
+
+Two timing modes (``calls=``): *blocked* (``calls=1``, the default) times one
+call and the wait for it, so each figure includes one dispatch and one host
+round trip; *amortised* (``calls=k``) queues k calls back to back, waits once
+for all of them and divides by k, which spreads the wait over k calls (each
+call still pays its own dispatch, overlapped with the device's work).
+``calls="auto"`` picks k from the best of a few blocked calls so that one timed
+run lasts about :data:`AUTO_TARGET_SECONDS`. The record says which mode produced it
+(``calls``, ``timing``).
 
 Frameworks are imported when first used, never at import time.
 """
@@ -15,6 +24,7 @@ Frameworks are imported when first used, never at import time.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import statistics
 import sys
@@ -25,10 +35,14 @@ from typing import Any, Callable, Iterable, Sequence
 from . import frameworks, hardware, roofline
 
 __all__ = ["Record", "UnsupportedError", "FRAMEWORKS", "DTYPES", "OPS", "run", "matmul", "sweep",
-           "jax_function", "time_calls", "available", "check_dtype", "table"]
+           "jax_function", "time_calls", "available", "check_dtype", "table", "AUTO_TARGET_SECONDS",
+           "AUTO_MAX_CALLS"]
 
 FRAMEWORKS = ("jax", "numpy", "torch", "torch_xla", "tensorflow")
 DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
+AUTO_TARGET_SECONDS = 0.01  # calls="auto": k calls per timed run, enough to last about this long
+AUTO_MAX_CALLS = 64  # ... but never more than this many (each result stays alive until the wait)
+_AUTO_PROBES = 3  # blocked calls timed to choose k (the best one counts: a busy moment cannot inflate it)
 
 
 class UnsupportedError(ValueError):
@@ -37,7 +51,12 @@ class UnsupportedError(ValueError):
 
 @dataclass
 class Record:
-    """One measurement. ``seconds`` is the median of the timed calls."""
+    """One measurement. ``seconds`` is the median of the timed runs, per call.
+
+    ``timing`` is ``"blocked"`` (each timed run is one call and the wait for it)
+    or ``"amortised"`` (each timed run is ``calls`` calls back to back and one
+    wait, divided by ``calls``).
+    """
 
     framework: str
     device: str
@@ -61,6 +80,8 @@ class Record:
     percent_of_peak: float | None
     peak_basis: str
     times: list[float] = field(default_factory=list, repr=False)
+    calls: int = 1
+    timing: str = "blocked"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,25 +110,60 @@ OPS: dict[str, Op] = {
 
 # --------------------------------------------------------------------------- timing
 
+def _check_calls(calls: int | str) -> None:
+    if calls == "auto":
+        return
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1:
+        raise ValueError(f"calls must be a whole number of at least 1 or 'auto', got {calls!r}")
+
+
+def _timed(call: Callable[[], Any], sync: Callable[[Any], Any], warmup: int, repeats: int,
+           calls: int | str) -> tuple[float, list[float], int]:
+    """(first call seconds, seconds per call of each timed run, calls per timed run)."""
+    if not isinstance(repeats, int) or not isinstance(warmup, int) or repeats < 1 or warmup < 1:
+        raise ValueError(f"repeats and warmup must be at least 1, got repeats={repeats}, warmup={warmup}")
+    _check_calls(calls)
+    t0 = time.perf_counter()
+    sync(call())
+    first = time.perf_counter() - t0
+    if calls == "auto":  # the best of a few blocked calls says how long a call takes; k fills the target
+        best = first  # (the first call may have compiled: it only ever lowers the estimate if it was quick)
+        for probe in range(_AUTO_PROBES):
+            if probe and best > AUTO_TARGET_SECONDS:  # a big call: k = 1 whatever more probes say
+                break
+            t0 = time.perf_counter()
+            sync(call())
+            best = min(best, time.perf_counter() - t0)
+        calls = max(1, min(AUTO_MAX_CALLS, math.ceil(AUTO_TARGET_SECONDS / max(best, 1e-7))))
+    k = int(calls)
+
+    def burst() -> None:
+        if k == 1:
+            sync(call())
+        else:  # queue k calls, then one wait for all of them
+            sync([call() for _ in range(k)])
+
+    for _ in range(max(warmup - 1, 1 if k > 1 else 0)):  # k > 1: at least one untimed burst
+        burst()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        burst()
+        times.append((time.perf_counter() - t0) / k)
+    return first, times, k
+
+
 def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], *, warmup: int = 1,
-               repeats: int = 5) -> tuple[float, list[float]]:
+               repeats: int = 5, calls: int | str = 1) -> tuple[float, list[float]]:
     """Time ``call`` until ``sync`` says the device is done: (first call seconds, timed seconds).
 
     The first call (which may compile) is timed on its own and counts as one
     warm-up run; ``warmup - 1`` more untimed runs follow, then ``repeats`` timed ones.
+    With ``calls=k`` (k > 1) each run is k calls back to back and one ``sync`` of the
+    list of their k results, at least one such run is untimed, and each timed figure
+    is the run's time divided by k. ``calls="auto"`` chooses k (see :func:`run`).
     """
-    if repeats < 1 or warmup < 1:
-        raise ValueError(f"repeats and warmup must be at least 1, got repeats={repeats}, warmup={warmup}")
-    t0 = time.perf_counter()
-    sync(call())
-    first = time.perf_counter() - t0
-    for _ in range(warmup - 1):
-        sync(call())
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        sync(call())
-        times.append(time.perf_counter() - t0)
+    first, times, _ = _timed(call, sync, warmup, repeats, calls)
     return first, times
 
 
@@ -120,6 +176,7 @@ class _Prepared:
     device: str
     platform: str
     compile_seconds: float | None = None
+    inputs: tuple = ()  # the operands the call uses (for inspection)
 
 
 def _jax(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
@@ -132,11 +189,11 @@ def _jax(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
         raise UnsupportedError("JAX computes float64 only with jax.config.update('jax_enable_x64', True)")
     if dtype == "float64" and device.platform == "tpu":
         raise UnsupportedError("TPUs have no float64 arithmetic")
-    key = jax.random.key(0)
+    keys = jax.random.split(jax.random.key(0), len(shapes))  # one key per operand: a @ b, not a @ a
     if dtype == "int8":
-        arrays = [jax.random.randint(key, s, -8, 8, dtype=jnp.int8) for s in shapes]
+        arrays = [jax.random.randint(k, s, -8, 8, dtype=jnp.int8) for k, s in zip(keys, shapes)]
     else:
-        arrays = [jax.random.normal(key, s, dtype=jnp.float32).astype(dtype) for s in shapes]
+        arrays = [jax.random.normal(k, s, dtype=jnp.float32).astype(dtype) for k, s in zip(keys, shapes)]
     jax.block_until_ready(arrays)
     if op.name == "matmul":
         out = jnp.int32 if dtype == "int8" else None
@@ -144,10 +201,15 @@ def _jax(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
     else:
         fn = op.fn
     t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*arrays).compile()
+    try:
+        compiled = jax.jit(fn).lower(*arrays).compile()
+    except (ValueError, RuntimeError) as exc:  # a dot algorithm this backend lacks: "... is not supported ..."
+        if precision is not None and "support" in str(exc).lower():
+            raise UnsupportedError(f"precision={precision!r} on {device.platform}: {str(exc).splitlines()[0]}") from exc
+        raise
     compile_s = time.perf_counter() - t0
     return _Prepared(lambda: compiled(*arrays), jax.block_until_ready, device.device_kind,
-                     device.platform, compile_s)
+                     device.platform, compile_s, tuple(arrays))
 
 
 def _numpy(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
@@ -157,7 +219,7 @@ def _numpy(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
                                "use float32 or float64")
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
-    return _Prepared(lambda: op.fn(*arrays), lambda r: r, "cpu", "cpu")
+    return _Prepared(lambda: op.fn(*arrays), lambda r: r, "cpu", "cpu", inputs=tuple(arrays))
 
 
 def _torch(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
@@ -178,7 +240,7 @@ def _torch(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
         with torch.no_grad():
             return op.fn(*arrays)
 
-    return _Prepared(call, sync, name, "gpu" if cuda else "cpu")
+    return _Prepared(call, sync, name, "gpu" if cuda else "cpu", inputs=tuple(arrays))
 
 
 def _tpu_attached() -> bool:
@@ -188,12 +250,18 @@ def _tpu_attached() -> bool:
 
 
 def _refuse_second_tpu_owner(framework: str, other: str) -> None:
-    """A TPU belongs to one runtime per process: JAX and torch_xla cannot share it."""
+    """One process owns a TPU chip, and JAX and torch_xla each load their own libtpu: not in one process.
+
+    What a second owner sees is documented for a second *process*: "The TPU is
+    already in use by process with pid ..." (jax-ml/jax#22070, #10192). In one
+    process we refuse before trying.
+    """
     if other in sys.modules and _tpu_attached() and os.environ.get("PJRT_DEVICE", "TPU") != "CPU":
         raise UnsupportedError(
-            f"{other} is imported in this process and a TPU is attached: once {other} has started it "
-            f"holds the TPU, and {framework} would wait for it forever. Time {framework} in a separate "
-            f"process: python -m tpututor bench matmul --framework {framework}"
+            f"{other} is imported in this process and a TPU is attached: one process owns a chip, and "
+            f"{other} and {framework} each load their own libtpu, so {framework} cannot share the TPU "
+            f"{other} holds (a second owner gets 'The TPU is already in use'). Time {framework} in a "
+            f"separate process: python -m tpututor bench matmul --framework {framework}"
         )
 
 
@@ -217,7 +285,7 @@ def _torch_xla(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
     sync(None)
     platform = xr.device_type().lower()
     kind = xm.xla_device_kind(dev) if platform != "cpu" else "cpu"
-    return _Prepared(lambda: op.fn(*arrays), sync, kind, platform)
+    return _Prepared(lambda: op.fn(*arrays), sync, kind, platform, inputs=tuple(arrays))
 
 
 def _tensorflow(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
@@ -228,11 +296,20 @@ def _tensorflow(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
     fn = tf.function(op.fn, jit_compile=True)
     sync = lambda r: tf.test.experimental.sync_devices()  # noqa: E731
     platform = arrays[0].device.split(":")[-2].lower() if ":" in arrays[0].device else "cpu"
-    kind = "cpu"
+    return _Prepared(lambda: fn(*arrays), sync, _tensorflow_kind(tf, platform), platform, inputs=tuple(arrays))
+
+
+def _tensorflow_kind(tf, platform: str) -> str:
+    """A device kind the chip table knows: TF names a TPU device only "TPU", so ask tpututor.runtime."""
     if platform == "gpu":
-        kind = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
+        return tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
             "device_name", "GPU")
-    return _Prepared(lambda: fn(*arrays), sync, kind, platform)
+    if platform == "tpu":
+        from .runtime import detect_accelerator
+
+        generation = detect_accelerator().generation  # "v5e", read from the host, not from a framework
+        return f"TPU {generation}" if generation else "TPU"
+    return "cpu"
 
 
 _BACKENDS: dict[str, Callable[..., _Prepared]] = {
@@ -295,8 +372,18 @@ def _dims(size: int | Sequence[int]) -> tuple[int, int, int]:
 
 
 def run(op: str, size: int | Sequence[int], dtype: str = "float32", framework: str = "jax", *,
-        repeats: int = 5, warmup: int = 1, precision: str | None = None) -> Record:
-    """Measure ``op`` ("matmul" or "add") at ``size`` (n, or (m, k, n)) in one framework."""
+        repeats: int = 5, warmup: int = 1, precision: str | None = None, calls: int | str = 1) -> Record:
+    """Measure ``op`` ("matmul" or "add") at ``size`` (n, or (m, k, n)) in one framework.
+
+    ``calls=1`` (blocked) times each call with its own wait; ``calls=k`` times k
+    calls back to back with one wait and divides by k (amortised: the host's wait is
+    spread over k calls, each still pays its dispatch); ``calls="auto"`` picks
+    k from the best of a few blocked calls so a timed run lasts about :data:`AUTO_TARGET_SECONDS`
+    (at most :data:`AUTO_MAX_CALLS`; big calls get k = 1). ``precision`` takes what
+    ``jnp.matmul`` takes, dot-algorithm presets such as ``"BF16_BF16_F32"`` included;
+    one this backend lacks raises :class:`UnsupportedError`.
+    """
+    _check_calls(calls)
     if op not in OPS:
         raise ValueError(f"unknown op {op!r}; choose one of {', '.join(OPS)}")
     if framework not in _BACKENDS:
@@ -306,7 +393,7 @@ def run(op: str, size: int | Sequence[int], dtype: str = "float32", framework: s
     spec = OPS[op]
     shapes = spec.shapes(m, k, n)
     prepared = _BACKENDS[framework](spec, shapes, dtype, precision)
-    first, times = time_calls(prepared.call, prepared.sync, warmup=warmup, repeats=repeats)
+    first, times, per_run = _timed(prepared.call, prepared.sync, warmup, repeats, calls)
     median = statistics.median(times)
     flops, moved = spec.flops(m, k, n), spec.bytes(m, k, n, dtype)
     peak, basis = peak_for(prepared.device, prepared.platform, dtype)
@@ -318,6 +405,7 @@ def run(op: str, size: int | Sequence[int], dtype: str = "float32", framework: s
         flops=flops, bytes=moved, flops_per_s=flops / median, bytes_per_s=moved / median,
         intensity=flops / moved, peak_flops=peak,
         percent_of_peak=100 * flops / median / peak if peak else None, peak_basis=basis, times=times,
+        calls=per_run, timing="blocked" if per_run == 1 else "amortised",
     )
 
 
@@ -327,14 +415,16 @@ def matmul(size: int | Sequence[int], dtype: str = "float32", framework: str = "
 
 
 def jax_function(fn: Callable, *args, jit: bool = True, name: str | None = None, flops: float | None = None,
-                 bytes: float | None = None, repeats: int = 5, warmup: int = 1) -> Record:
+                 bytes: float | None = None, repeats: int = 5, warmup: int = 1, calls: int | str = 1) -> Record:
     """Time any JAX function, compiled whole (``jit=True``) or run op by op as Python calls it.
 
     FLOPs and bytes default to XLA's cost analysis of the compiled function
     (the fused program); pass them to describe the op-by-op run instead.
+    ``calls`` chooses blocked or amortised timing, as in :func:`run`.
     """
     import jax
 
+    _check_calls(calls)
     _refuse_second_tpu_owner("jax", "torch_xla")
     leaves = jax.tree_util.tree_leaves(args)
     jax.block_until_ready(leaves)
@@ -347,7 +437,7 @@ def jax_function(fn: Callable, *args, jit: bool = True, name: str | None = None,
     flops = float(cost.get("flops", 0.0)) if flops is None else flops
     moved = float(cost.get("bytes accessed", 0.0)) if bytes is None else bytes
     call = (lambda: compiled(*args)) if jit else (lambda: fn(*args))
-    first, times = time_calls(call, jax.block_until_ready, warmup=warmup, repeats=repeats)
+    first, times, per_run = _timed(call, jax.block_until_ready, warmup, repeats, calls)
     median = statistics.median(times)
     device = leaves[0].devices().pop() if leaves and hasattr(leaves[0], "devices") else jax.devices()[0]
     dtype = str(leaves[0].dtype) if leaves else "-"
@@ -360,6 +450,7 @@ def jax_function(fn: Callable, *args, jit: bool = True, name: str | None = None,
         flops=flops, bytes=moved, flops_per_s=flops / median, bytes_per_s=moved / median,
         intensity=flops / moved if moved else 0.0, peak_flops=peak,
         percent_of_peak=100 * flops / median / peak if peak and flops else None, peak_basis=basis, times=times,
+        calls=per_run, timing="blocked" if per_run == 1 else "amortised",
     )
 
 
@@ -384,15 +475,17 @@ def sweep(sizes: Iterable[int], dtypes: Iterable[str] = ("float32",), frameworks
 
 
 def table(records: Sequence[Record]) -> str:
-    """A plain-text table of records."""
+    """A plain-text table of records (with a "calls/wait" column when any is amortised)."""
+    amortised = any(r.calls > 1 for r in records)
     head = ("framework", "device", "op", "size", "dtype", "median ms", "spread ms", "GFLOP/s", "GB/s", "% peak")
+    head += ("calls/wait",) if amortised else ()
     rows = [head]
     for r in records:
         size = str(r.size) if r.size else "x".join(map(str, r.shapes[0]))
         pct = f"{r.percent_of_peak:.1f}" if r.percent_of_peak is not None else "-"
         rows.append((r.framework, r.device, r.op, size, r.dtype, f"{r.seconds * 1e3:.3f}",
                      f"{r.min_seconds * 1e3:.2f}-{r.max_seconds * 1e3:.2f}", f"{r.flops_per_s / 1e9:,.1f}",
-                     f"{r.bytes_per_s / 1e9:,.1f}", pct))
+                     f"{r.bytes_per_s / 1e9:,.1f}", pct) + ((str(r.calls),) if amortised else ()))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]

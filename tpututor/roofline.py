@@ -133,7 +133,12 @@ def peak_flops(chip: Chip, dtype: str) -> float | None:
     """The table's peak for ``dtype``: int8/fp8 rows for 1-byte types, else the bf16 peak.
 
     A float32 matmul on a TPU or a tensor-core GPU runs through bf16 or TF32
-    passes, so the bf16 peak is its ceiling (and a generous one).
+    passes, so the bf16 peak is its ceiling, and a generous one, by how many
+    passes it takes or how much slower the unit is: on a TPU one bf16 pass at
+    JAX's default precision (the bf16 peak itself), three at "high", six at
+    "highest" (so up to 6x too high); on an NVIDIA tensor-core GPU TF32 runs at
+    half the bf16 rate (H100 SXM: 989 bf16 against about 495 dense TF32 TFLOP/s,
+    NVIDIA's H100 datasheet), so 2x too high for TF32, more for true float32.
     """
     size = itemsize(dtype)
     if size == 1:
