@@ -301,6 +301,13 @@ def test_cli_bench_json_lists_one_record_per_size():
         assert {"framework", "device", "size", "dtype", "seconds", "flops_per_s", "percent_of_peak"} <= set(r)
 
 
+def test_cli_bench_calls_amortises_the_wait_and_says_so():
+    out = cli("matmul", "--sizes", "64", "--repeats", "2", "--calls", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)[0]
+    assert (record["calls"], record["timing"]) == (8, "amortised")
+
+
 @CPU_ONLY
 def test_cli_bench_table_names_the_peak_it_compares_with():
     out = cli("matmul", "--sizes", "64", "--framework", "numpy", "--repeats", "1")
@@ -315,6 +322,7 @@ def test_cli_bench_table_names_the_peak_it_compares_with():
     (["matmul", "--sizes", "64", "--dtype", "bfloat16", "--framework", "numpy"], "no fast bfloat16"),
     (["matmul", "--sizes", "64", "--dtype", "float64"], "jax_enable_x64"),
     (["matmul", "--repeats", "0"], "positive whole number"),
+    (["matmul", "--calls", "0"], "whole number >= 1 or 'auto'"),
     (["conv"], "invalid choice"),
 ])
 def test_cli_bench_bad_arguments_exit_2_with_a_clear_message(args, message):

@@ -4,7 +4,7 @@
     python -m tpututor doctor --explain "<pasted error text>" [--json]   (--explain - reads stdin;
                                                         exit 1 when no error atlas entry matches)
     python -m tpututor chips [--json]
-    python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--json]
+    python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--calls K|auto] [--json]
     python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
     python -m tpututor plan --params 8e9 --tokens 1e12 --chip v5p --chips 256 [--mfu 0.4] [--region R] [--json]
 
@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="float32, bfloat16, float16, int8 or float64 (default float32)")
     b.add_argument("--framework", default="jax", choices=["jax", "numpy", "torch", "torch_xla", "tensorflow"])
     b.add_argument("--repeats", type=_positive_int, default=5, help="timed runs per size (default 5)")
+    b.add_argument("--calls", type=_calls, default=1, metavar="K|auto",
+                   help="calls per wait for the device: 1 times each call blocked (default); K or 'auto' "
+                        "times K back-to-back calls and one wait, divided by K (dispatch overhead amortised)")
     b.add_argument("--json", action="store_true", help="print a JSON list of records instead of a table")
 
     r = sub.add_parser("run", help="execute lessons headless with papermill into a build folder")
@@ -111,6 +114,18 @@ def _plan_bytes(text: str) -> float:
     return value
 
 
+def _calls(text: str) -> int | str:
+    if text == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--calls is a whole number >= 1 or 'auto', got {text!r}")
+    return value
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
@@ -151,7 +166,8 @@ def _bench(args: argparse.Namespace) -> int:
     records = []
     try:
         for n in args.sizes:
-            records.append(bench.run(args.op, n, args.dtype, args.framework, repeats=args.repeats))
+            records.append(bench.run(args.op, n, args.dtype, args.framework, repeats=args.repeats,
+                                     calls=args.calls))
     except bench.UnsupportedError as exc:
         print(f"python -m tpututor bench: error: {exc}", file=sys.stderr)
         return 2
