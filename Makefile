@@ -4,7 +4,8 @@
 #   make test-fast  everything except executing the lessons (about a minute)
 #   make lab        JupyterLab on notebooks/ (a .md opens as a notebook)
 #   make sync       pair notebooks/*.md and *.ipynb with Jupytext, outputs stripped
-#   make site       the course as a website in build/site/ (after make run)
+#   make site       the course as a website in build/site/ (after make run), English and Korean
+#   make translations  the Korean edition regenerated from the English and i18n/ko (docs/translating.md)
 #   make badges     stamp headings, badges, lesson cards, setup cells and the README table from the lessons' front matter
 #   make release    tag v<version> once the setup cells, badges and version agree
 #   make clean      remove build outputs; make distclean also removes .venv
@@ -24,7 +25,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 TEST_RUN := build/test-run
 
 .PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab-jax release python-check \
-        device-bundle device-rehearsal site
+        device-bundle device-rehearsal site translations
 
 python-check:
 	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
@@ -80,7 +81,14 @@ device-rehearsal: $(DEVICE_BUNDLE)
 # The course as a website, from the notebooks make run executed (same profile): build/site/en/.
 site: $(STAMP)
 	@test -f build/timings.json || { echo "tpututor: no executed lessons in build/: run make run (or make run PROFILE=ci) first" >&2; exit 1; }
-	$(PY) -m tpututor.course site --executed build --out build/site
+	$(PY) -m tpututor.course site --executed build --out build/site --lang en --languages en,ko
+	$(PY) -m tpututor.course site --executed build --out build/site --lang ko --languages en,ko
+
+# The Korean edition: catalogues brought in step with the English (changed cells marked fuzzy), then
+# notebooks/ko/ and README.ko.md's lesson table generated from them. See docs/translating.md.
+translations: $(STAMP)
+	$(PY) -m tpututor.course translate update
+	$(PY) -m tpututor.course translate build
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)

@@ -10,8 +10,10 @@ guide, the error atlas, the author's guide, and one page per learner module of `
 its docstrings. A lesson that failed shows the failure at the top of its page, and the build exits
 non-zero. Warnings are errors (``sphinx-build -W``).
 
-The build takes a language (``--lang ko`` reads the executed Korean notebooks of the Korean edition
-and writes ``build/site/ko/``); every page links to the other languages in its header.
+The build takes a language: ``--lang ko`` writes ``build/site/ko/`` from the Korean edition. A
+translated lesson's code is the English code, so its page shows the English run's outputs under the
+translated prose (or the outputs of an executed Korean notebook, where ``<executed>/ko/`` has one);
+every page links to the other languages in its header.
 """
 
 from __future__ import annotations
@@ -129,7 +131,9 @@ def _lesson_page(nb, lesson: catalog.Lesson, record: dict, timings: dict, s: sta
     nb.cells = [c for c in nb.cells if "tpututor-rehearsal" not in c.get("metadata", {}).get("tags", [])]
     lab = _LABELS[lang]
     blob = f"https://github.com/{s.repository}/blob/{s.branch}/{folder}/{lesson.path.name}"
-    edit = f"https://github.com/{s.repository}/edit/{s.branch}/{folder}/{lesson.path.name}"
+    # A translation is edited in its catalogue (notebooks/<lang>/ is generated from it), English in the lesson.
+    edited = f"{folder}/{lesson.path.name}" if lang == "en" else f"i18n/{lang}/{lesson.stem}.po"
+    edit = f"https://github.com/{s.repository}/edit/{s.branch}/{edited}"
     lines = [lab["produced"].format(machine=timings.get("machine", "?"), profile=timings.get("profile", "?"),
                                     date=timings.get("date", "?")),
              f"[{lab['edit']}]({edit}) · [{lab['source']}]({blob})"]
@@ -187,6 +191,17 @@ def _conf(s: stamp.Settings, lang: str, languages: Sequence[str]) -> str:
         """)
 
 
+def _with_prose_of(executed, translated):
+    """The executed English notebook with the translated notebook's markdown cells and metadata
+    (cells matched by id: a translation copies every English cell id)."""
+    prose = {c.id: c.source for c in translated.cells if c.cell_type == "markdown"}
+    for cell in executed.cells:
+        if cell.cell_type == "markdown" and cell.get("id") in prose:
+            cell.source = prose[cell.id]
+    executed.metadata["tpututor"] = translated.metadata.get("tpututor", executed.metadata.get("tpututor"))
+    return executed
+
+
 def build(executed_dir: Path, out: Path, lang: str = "en", languages: Sequence[str] = ("en",),
           root: Path | None = None, strict: bool = True) -> list[str]:
     """Build ``out/<lang>/`` from the executed notebooks in ``executed_dir``; returns the lessons that
@@ -212,8 +227,12 @@ def build(executed_dir: Path, out: Path, lang: str = "en", languages: Sequence[s
     for lesson in lessons:
         executed = executed_dir / lesson.notebook.name
         record = timings.get("lessons", {}).get(lesson.stem, {"status": "not run", "error": "not run by make run"})
-        if executed.exists():
+        if lang != "en" and (executed_dir / lang / lesson.notebook.name).exists():
+            nb = nbformat.read(executed_dir / lang / lesson.notebook.name, as_version=4)
+        elif executed.exists():
             nb = nbformat.read(executed, as_version=4)
+            if lang != "en":  # the code is the English code, so its outputs are too: only the prose changes
+                nb = _with_prose_of(nb, nbformat.read(lesson.notebook, as_version=4))
         else:  # the page still exists, without outputs, and says why
             import jupytext
 
