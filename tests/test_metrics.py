@@ -62,6 +62,13 @@ def test_missing_or_unknown_metrics_read_as_zero():
     assert m.compiles == 0 and m.compile_seconds == 0.0 and m.syncs == 0
 
 
+def test_host_reads_count_scalar_reads_only():
+    fake = FakeMet()
+    fake.counters.update({"aten::histc": 3})
+    m = metrics.snapshot(fake)
+    assert m.host_reads == 2 and metrics.Metrics().host_reads == 0
+
+
 def test_table_has_a_row_per_label():
     text = metrics.table({"a": metrics.Metrics(compiles=1), "b": metrics.Metrics(fallbacks={"aten::histc": 2})})
     lines = text.splitlines()

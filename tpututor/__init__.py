@@ -18,6 +18,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``pallas_compat``: Pallas TPU interpret mode's names across JAX 0.7.2, 0.10 and 0.11
 - ``hlo``: the program at each compiler stage; HLO read as tables
 - ``metrics``: PyTorch/XLA's counters and metrics as records
+- ``finetune``: local stand-ins for a Hub BERT and data set; training scripts run bounded in time
 - ``mesh``: meshes, shardings, the collectives in a compiled program and what they cost
 - ``profile``: read profiler traces in a notebook; XProf on 127.0.0.1
 - ``strategy``: the TensorFlow distribution strategy this machine can run

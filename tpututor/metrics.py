@@ -52,6 +52,11 @@ class Metrics:
         """Fallbacks other than the usual scalar reads and nonzero: a missing lowering."""
         return {k: v for k, v in self.fallbacks.items() if k not in EXPECTED_FALLBACKS}
 
+    @property
+    def host_reads(self) -> int:
+        """Scalars read to Python (``.item()``, ``bool(tensor)``, ``if tensor:``): each one waits for the device."""
+        return self.fallbacks.get("aten::_local_scalar_dense", 0)
+
     def __sub__(self, other: "Metrics") -> "Metrics":
         out = Metrics()
         for f in fields(self):
@@ -66,7 +71,7 @@ class Metrics:
     def row(self) -> dict[str, Any]:
         return {
             "compiles": self.compiles, "compile s": round(self.compile_seconds, 3),
-            "executions": self.executions, "execute s": round(self.execute_seconds, 3),
+            "executions": self.executions, "execute s": round(self.execute_seconds, 3), "cached": self.cached_compiles,
             "to device": self.transfers_to_device, "from device": self.transfers_from_device,
             "fallbacks": ", ".join(f"{k} x{v}" for k, v in self.fallbacks.items()) or "-",
         }
