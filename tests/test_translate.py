@@ -176,6 +176,13 @@ def test_the_glossary_flags_a_term_the_translation_writes_another_way():
     assert glossary.violations("Run it on a TPU.", "텐서 처리 장치에서 실행합니다.") == ["TPU -> TPU"]
     assert glossary.violations("sharding over devices", "분할") == ["sharding -> 샤딩"]
     assert glossary.violations("the jitted function", "jit된 함수") == [], "a longer word is not the term"
+    assert glossary.violations("call `shard_map(f, mesh)` on a [sharding guide](https://x.y)", "호출합니다") == [], \
+        "code and the titles of cited sources are not prose"
+    assert glossary.violations("the sharding\nof it", "그 샤\n딩") == ["sharding -> 샤딩"]
+    assert glossary.violations("sharding", "샤딩") == []
+    longer = translate.Glossary({"gradient": "그래디언트", "gradient descent": "경사 하강법"})
+    assert longer.violations("plain gradient descent", "평범한 경사 하강법") == [], "the longer term wins"
+    assert longer.violations("a gradient and gradient descent", "경사 하강법") == ["gradient -> 그래디언트"]
 
 
 def test_an_unknown_language_is_refused_with_the_choices(toy):

@@ -39,6 +39,9 @@ STALE_NOTE = {"ko": "> **번역이 원문보다 오래되었습니다.** 아래�
 MISSING_NOTE = {"ko": "> **아직 번역되지 않았습니다.** 아래는 영어 원문입니다."}
 _TABLE = {"ko": ("| 레슨 | 열기 | 시간 | 필요한 것 |", "{minutes}분")}
 _BADGE = re.compile(r"^\[!\[.*$", re.M)
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
+_FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+_LINK_TEXT = re.compile(r"\[[^\]\n]*\]\([^)\s]*\)")
 
 
 def _root(root: Path | None) -> Path:
@@ -241,11 +244,20 @@ class Glossary:
         return cls(terms)
 
     def violations(self, english: str, translated: str) -> list[str]:
-        """The terms the English uses that the translation does not write the fixed way."""
+        """The terms the English prose uses that the translation does not write the fixed way. Code
+        (inline or fenced) and link text are not prose here: code stays as written, and the titles of
+        cited sources stay in English."""
         out = []
-        for term, fixed in self.terms.items():
-            if re.search(rf"(?<![\w/.]){re.escape(term)}(?![\w/])", english) and fixed not in translated:
-                out.append(f"{term} -> {fixed}")
+        prose = _CODE_SPAN.sub(" ", _LINK_TEXT.sub(" ", _FENCE.sub(" ", english)))
+        flat = " ".join(translated.split())  # a term the translation wraps across lines still counts
+        # Longest terms first, each blanked once checked: "gradient descent" has its own form, so the
+        # "gradient" inside it is not looked for again.
+        for term in sorted(self.terms, key=len, reverse=True):
+            pattern = rf"(?<![\w/.]){re.escape(term)}(?![\w/])"
+            if re.search(pattern, prose):
+                if self.terms[term] not in flat:
+                    out.append(f"{term} -> {self.terms[term]}")
+                prose = re.sub(pattern, " ", prose)
         return out
 
 
