@@ -1,11 +1,17 @@
-"""Pallas TPU interpret mode across JAX 0.7.2 (Colab), 0.10 and 0.11: the two names that moved.
+"""Pallas TPU interpret mode across JAX 0.7.2 (Colab), 0.10 and 0.11: the three details that moved.
 
 * :func:`interpret_params` builds ``pltpu.InterpretParams`` with the number of TensorCores per
   device spelled for the installed JAX: ``num_cores_per_device`` in 0.7.2,
-  ``num_cores_or_threads`` in 0.10 and 0.11 (a megacore chip such as v4 or v5p has two).
+  ``num_cores_or_threads`` in 0.10 and 0.11 (a megacore chip such as v4 or v5p has two). The
+  other fields pass through unchanged, among them ``random_seed``: the interpreter visits the
+  grid's ``"parallel"`` axes in a random order drawn from it (``None`` draws with seed 0, so
+  even the default order is shuffled).
 * :func:`races_found` reads the race detector's verdict on the last kernel run with
   ``detect_races=True``; the detector's state lives in ``jax._src.pallas.mosaic.interpret``
   in 0.7.2 and in its ``interpret_pallas_call`` submodule in 0.10 and 0.11.
+* :func:`grid_point_recorder` makes the ``grid_point_recorder`` callback, which the interpreter
+  calls with ``(grid point, core)`` in 0.7.2 and with ``(token, grid point, core)``, returning
+  the token, in 0.10.
 
 Everything else the lesson uses has one spelling in all three versions, so it is not wrapped
 here: ``pl.ANY`` (``pltpu.ANY`` is gone by 0.10), ``pl.DeviceIdType`` and ``pl.semaphore_*``
@@ -18,9 +24,9 @@ JAX is imported inside the functions only.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["cores_field", "interpret_params", "races_found"]
+__all__ = ["cores_field", "interpret_params", "races_found", "grid_point_recorder"]
 
 _CORES_FIELDS = ("num_cores_or_threads", "num_cores_per_device")
 
@@ -41,7 +47,8 @@ def interpret_params(*, cores: int = 1, **kwargs: Any):
     """``pltpu.InterpretParams(**kwargs)`` simulating ``cores`` TensorCores per device.
 
     ``interpret_params(detect_races=True, cores=2)`` runs a kernel as a megacore chip would,
-    with its ``parallel`` grid axes split across two cores.
+    with its ``parallel`` grid axes split across two cores; ``random_seed=1`` changes the order
+    in which the ``parallel`` axes are visited (on one core too).
     """
     if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
         raise ValueError(f"cores must be a positive integer (TensorCores per device), got {cores!r}")
@@ -67,3 +74,27 @@ def races_found() -> bool:
             return bool(state is not None and state.races_found)
     raise RuntimeError("this JAX keeps TPU interpret mode's race state somewhere tpututor.pallas_compat "
                        "does not know; read the 'RACE DETECTED' lines the detector prints instead")
+
+
+def grid_point_recorder(log: list) -> Callable[..., Any]:
+    """A ``grid_point_recorder`` for ``InterpretParams`` that appends ``(grid point, core)`` to ``log``.
+
+    ``interpret_params(grid_point_recorder=grid_point_recorder(visits))`` fills ``visits`` with
+    the grid points in the order the interpreter ran them, each with the (per-device) core that
+    ran it, on any of the JAX versions above.
+    """
+    if not isinstance(log, list):
+        raise ValueError(f"pass a list to collect the grid points in, got {type(log).__name__}")
+
+    def record(*args):
+        if len(args) == 3:  # JAX 0.10 and later: (token, grid point, core) -> token
+            token, point, core = args
+        elif len(args) == 2:  # JAX 0.7.2: (grid point, core) -> None
+            token, (point, core) = None, args
+        else:
+            raise TypeError(f"grid_point_recorder called with {len(args)} arguments; "
+                            "tpututor.pallas_compat needs updating for this JAX")
+        log.append((tuple(int(i) for i in point), int(core)))
+        return token
+
+    return record
