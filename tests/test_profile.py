@@ -268,23 +268,95 @@ def test_a_prefetching_thread_shows_as_a_loader_not_as_the_loop(tmp_path):
     assert len(traces.host_waits(t)) == 1, "float() is one wait for a device value, on the loop's thread"
 
 
-@pytest.mark.parametrize("kind", traces.KINDS)
-def test_sample_plants_the_bottleneck_it_is_asked_for(kind, tmp_path):
-    t = traces.sample(kind, tmp_path, seed=3)
+def _measures(t):
+    """What a diagnosis reads from a trace: shares of the run, and host waits per step."""
     whole = traces.overall(t)
-    stalled = traces.time_in(t, thread="loop") * (1 - traces.overlap(t, thread="loop"))
-    waits = len(traces.host_waits(t)) / len(t.step_events)
-    if kind == "input-bound":
-        assert stalled >= 0.5 * whole.total_us
-    elif kind == "host-sync-bound":
-        assert stalled == 0 and waits == 1 and whole.device_share < 0.5
-    else:
-        assert stalled == 0 and waits == 0
+    return {"stalled": traces.time_in(t, thread="loop") * (1 - traces.overlap(t, thread="loop")) / whole.total_us,
+            "loop_loads": traces.time_in(t, thread="loop") / whole.total_us,
+            "any_loads": traces.time_in(t) / whole.total_us,
+            "waits": len(traces.host_waits(t)) / len(t.step_events), "device": whole.device_share}
 
 
-def test_sample_names_the_kinds_it_knows():
+def _diagnose(t):
+    """The lesson's rules (exercise 07.3), written apart from its worked answer."""
+    m = _measures(t)
+    if m["stalled"] >= 0.2:
+        return "input-bound"
+    if m["device"] >= 0.5:
+        return "device-bound"
+    return "host-sync-bound" if m["waits"] >= 0.5 else "dispatch-bound"
+
+
+SAMPLED = [(kind, variant) for kind in traces.KINDS for variant in traces.VARIANTS[kind]]
+
+
+@pytest.mark.parametrize(("kind", "variant"), SAMPLED, ids=[f"{k}-{v}" for k, v in SAMPLED])
+def test_sample_plants_the_bottleneck_it_is_asked_for(kind, variant, tmp_path):
+    t = traces.sample(kind, tmp_path, seed=3, variant=variant)
+    m = _measures(t)
+    assert _diagnose(t) == kind, m
+    if kind == "input-bound":  # the loop's thread loads while the device has nothing to do
+        assert m["stalled"] >= 0.5, m
+    elif kind == "host-sync-bound":  # no loading at all, a read-back every step, the device mostly idle
+        assert m["any_loads"] == 0 and m["waits"] == 1 and m["device"] < 0.5, m
+    elif kind == "dispatch-bound":  # nothing loaded, nothing read back, and still the device mostly idle
+        assert m["any_loads"] == 0 and m["waits"] == 0 and m["device"] < 0.5, m
+    else:  # the device busy most of the run, and no input stall
+        assert m["device"] >= 0.5 and m["stalled"] < 0.2, m
+    # and what each loop shape shows that a rule looking only for presence takes for another bottleneck
+    if variant == "serial":
+        assert m["loop_loads"] >= 0.5, m
+    elif variant == "plain":
+        assert m["any_loads"] == 0 and m["waits"] == 0, m  # only the device share tells it from dispatch-bound
+    elif variant == "sync":
+        assert m["waits"] == 1, m  # float(loss) every step, yet the device is the limit
+    elif variant == "prefetch":
+        assert m["loop_loads"] == 0 and m["any_loads"] > 0.05, m  # loading, on another thread
+    elif variant == "light-input":
+        assert 0 < m["loop_loads"] < 0.05, m  # loading in the loop's thread, but briefly
+    elif variant == "overlapped-input":  # a long load in the loop's thread, hidden behind the step just dispatched
+        assert m["loop_loads"] >= 0.2 and traces.overlap(t, thread="loop") >= 0.5, m
+
+
+def test_gpu_kernels_count_once_from_the_stream_lines_not_the_derived_xla_ops_line(tmp_path):
+    device = [{"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+              {"ph": "M", "pid": 2, "tid": 1, "name": "thread_name", "args": {"name": "Stream #13(Compute)"}},
+              {"ph": "M", "pid": 2, "tid": 2, "name": "thread_name", "args": {"name": "Stream #14(MemcpyH2D)"}},
+              {"ph": "M", "pid": 2, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
+              {"ph": "X", "pid": 2, "tid": 1, "name": "gemm_fusion", "ts": 0, "dur": 8},
+              {"ph": "X", "pid": 2, "tid": 2, "name": "MemcpyH2D", "ts": 0, "dur": 3},
+              {"ph": "X", "pid": 2, "tid": 3, "name": "gemm_fusion", "ts": 0, "dur": 8}]  # derived from the stream
+    t = _write_trace(tmp_path, device)
+    assert traces.top_ops(t) == [("gemm_fusion", 1, 8.0, 1.0)]
+
+
+def test_a_tpu_without_stream_lines_is_read_from_its_xla_ops_line(tmp_path):
+    device = [{"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+              {"ph": "M", "pid": 2, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
+              {"ph": "X", "pid": 2, "tid": 3, "name": "fusion.4", "ts": 0, "dur": 8}]
+    assert [name for name, *_ in traces.top_ops(_write_trace(tmp_path, device))] == ["fusion"]
+
+
+def test_xla_cpu_executor_waits_count_as_busy_but_are_not_ops(tmp_path):
+    """A large dot on XLA:CPU runs on the Eigen pool, marked only by the executor's wait on its own thread."""
+    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+              {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
+              {"ph": "M", "pid": 1, "tid": 4, "name": "thread_name", "args": {"name": "tf_XLAPjRtCpuClient/1"}},
+              {"ph": "X", "pid": 1, "tid": 1, "name": "train", "ts": 0, "dur": 100, "args": {"step_num": 0}},
+              {"ph": "X", "pid": 1, "tid": 4, "name": "ThunkExecutor::Execute (wait for completion)",
+               "ts": 10, "dur": 60},
+              {"ph": "X", "pid": 1, "tid": 4, "name": "add.1", "ts": 75, "dur": 5}]
+    t = _write_trace(tmp_path, events)
+    assert [name for name, *_ in traces.top_ops(t)] == ["add"]
+    assert traces.steps(t)[0].device_us == pytest.approx(65)
+
+
+def test_sample_names_the_kinds_and_variants_it_knows():
+    assert set(traces.VARIANTS) == set(traces.KINDS)
     with pytest.raises(ValueError, match="input-bound"):
         traces.sample("disk-bound")
+    with pytest.raises(ValueError, match="plain"):
+        traces.sample("device-bound", variant="serial")
 
 
 def test_memory_profile_lists_live_buffers_with_their_call_site(tmp_path):

@@ -8,14 +8,19 @@ each step (``StepTraceAnnotation``) into device compute, host-only work and
 idle time; :func:`time_in`, :func:`overlap` and :func:`host_waits` measure the input pipeline
 and the host's waits for device values; :func:`plot_timeline` draws it;
 :func:`compare` puts two profiles side by side. :func:`sample` captures a short
-loop with a chosen bottleneck (for practice). :func:`read_memory_profile`
+loop with a chosen bottleneck, in one of several loop shapes (for practice). :func:`read_memory_profile`
 decodes ``jax.profiler.save_device_memory_profile``'s pprof file with the
 standard library. :func:`serve` starts XProf's web server on 127.0.0.1, and
 :func:`listening_addresses` says which addresses a port listens on.
 
-Which events count as *device* work: on TPUs and GPUs the ops of the
-``/device:...`` process (its "XLA Ops" or stream threads); on the CPU backend
-the XLA kernels that run on XLA's own threads (``tf_XLA...``). Host work is the
+Which events count as *device* work: on a TPU the "XLA Ops" line of each
+``/device:...`` process; on a GPU its stream lines ("Stream #N(...)", leaving out
+memory copies and sets), not the "XLA Ops" line XProf derives from them, which would
+count each kernel twice (XProf's trace viewer guide: only the TPU's XLA Ops and the
+GPU's stream data are directly grounded in the profile); on the CPU backend the XLA
+kernels that run on XLA:CPU's own worker threads (``tf_XLAEigen/...``, the Eigen
+pool for intra-op work, and ``tf_XLAPjRtCpuClient/...``, the PjRt client's pool
+that runs whole programs). Host work is the
 events of the thread that runs the training loop (the one holding the step
 annotations; every Python thread is named "python", so threads are told apart
 by id). Both rules are heuristics over the trace's names, printed where they
@@ -40,17 +45,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-__all__ = ["Event", "Trace", "StepBreakdown", "INPUT", "HOST_WAIT", "KINDS", "latest_run", "load", "top_ops", "steps",
+__all__ = ["Event", "Trace", "StepBreakdown", "INPUT", "HOST_WAIT", "KINDS", "VARIANTS", "latest_run", "load", "top_ops", "steps",
            "overall", "step_table", "op_table", "time_in", "overlap", "host_waits", "plot_timeline", "compare",
            "sample", "Allocation", "MemoryProfile", "read_memory_profile", "memory_table", "listening_addresses",
            "serve", "Server"]
 
 INPUT = "load batch"  # the lesson's name for the input pipeline's TraceAnnotation
 HOST_WAIT = "np.asarray(jax.Array)"  # JAX's own annotation when the host reads a device value (float(), np.asarray)
-KINDS = ("input-bound", "host-sync-bound", "compute-bound")  # the bottlenecks sample() can plant
+KINDS = ("input-bound", "host-sync-bound", "device-bound", "dispatch-bound")  # the bottlenecks sample() can plant
+VARIANTS = {  # the loop shapes sample() can give each kind; some are there to defeat rules that look for presence
+    "input-bound": ("serial",),  # the loader in the loop's thread, most of the step
+    "host-sync-bound": ("float", "device_get"),  # a tiny step, its loss read back every step
+    "device-bound": ("plain", "sync", "prefetch", "light-input", "overlapped-input"),  # a large step; with
+    # float(loss) every step, a loader thread working ahead, a short load in the loop's thread, or a long one
+    # that runs while the device computes the step just dispatched
+    "dispatch-bound": ("eager-update",),  # a tiny step whose update runs op by op outside jit, nothing read back
+}
 
 _BOOKKEEPING = ("end: ", "ThreadpoolListener", "ThunkExecutor", "$")
 _NOT_COMPUTE = ("Dispatch", "::", "H2D", "D2H")  # transfers and runtime waits, not kernels
+_EXECUTOR_WAIT = "ThunkExecutor::Execute (wait"  # XLA:CPU running a program whose kernels are on other threads
+_COPIES = ("memcpy", "memset")  # a GPU stream's transfers (MemcpyH2D, MemcpyD2H, Memset, ...), not kernels
 
 
 @dataclass(frozen=True)
@@ -92,9 +107,23 @@ class Trace:
     def device_events(self) -> list[Event]:
         on_device = [e for e in self.events if e.process.startswith("/device:")]
         if on_device:
-            return [e for e in on_device if e.thread == "XLA Ops" or e.thread.startswith("Stream")]
+            with_streams = {(e.host, e.process) for e in on_device if e.thread.startswith("Stream")}
+            return [e for e in on_device
+                    if (e.thread.startswith("Stream") and not any(c in e.name.lower() for c in _COPIES))
+                    or (e.thread == "XLA Ops" and (e.host, e.process) not in with_streams)]
         return [e for e in self.events if e.thread.startswith("tf_XLA") and not e.name.startswith(_BOOKKEEPING)
                 and not any(marker in e.name for marker in _NOT_COMPUTE)]
+
+    @functools.cached_property
+    def busy_events(self) -> list[Event]:
+        """What makes the device *busy*: :attr:`device_events`, and on the CPU backend also the spans in which
+        XLA:CPU's executor waits for its own kernels (``ThunkExecutor::Execute (wait for completion)``): a
+        large dot runs as tasks on the Eigen pool that the trace marks only with zero-length
+        ``ThreadpoolListener`` markers, so without these spans most of its time would look idle."""
+        if any(e.process.startswith("/device:") for e in self.events):
+            return self.device_events
+        waits = [e for e in self.events if e.thread.startswith("tf_XLA") and e.name.startswith(_EXECUTOR_WAIT)]
+        return sorted(self.device_events + waits, key=lambda e: e.ts)
 
     @functools.cached_property
     def host_thread(self) -> str | None:
@@ -273,8 +302,8 @@ class StepBreakdown:
     step: int
     start_us: float
     total_us: float
-    device_us: float  # some device op running
-    host_us: float  # the Python thread busy while no device op runs
+    device_us: float  # the device busy (Trace.busy_events)
+    host_us: float  # inside a span of the loop's thread (any span: also time.sleep, or a wait) while the device is not busy
     idle_us: float  # neither
 
     @property
@@ -292,12 +321,12 @@ def _marked(trace: Trace) -> list[Event]:
 
 def _window_end(trace: Trace, lo: float, hi: float) -> float:
     """``hi``, or later if device work started after ``lo`` ends later (asynchronous dispatch)."""
-    return max([hi] + [e.end for e in trace.device_events if e.ts >= lo])
+    return max([hi] + [e.end for e in trace.busy_events if e.ts >= lo])
 
 
 def _split(trace: Trace, step: int, lo: float, hi: float) -> StepBreakdown:
     """The interval [lo, hi] split into device compute, host-only work and idle time."""
-    dev = _union(_clip(trace.device_events, lo, hi))
+    dev = _union(_clip(trace.busy_events, lo, hi))
     host_only = _minus(_union(_clip(trace.host_events, lo, hi)), dev)
     dev_us = _length(dev)
     return StepBreakdown(step, lo, hi - lo, dev_us, host_only, max(0.0, hi - lo - dev_us - host_only))
@@ -362,55 +391,80 @@ def overlap(trace: Trace, name: str = INPUT, *, thread: str = "any") -> float:
     total = _length(spans)
     if not total:
         return 0.0
-    return (total - _minus(spans, _union(_clip(trace.device_events, lo, hi)))) / total
+    return (total - _minus(spans, _union(_clip(trace.busy_events, lo, hi)))) / total
 
 
 def host_waits(trace: Trace) -> list[Event]:
     """The training loop's waits for a device value inside its steps: JAX's ``np.asarray(jax.Array)``
-    events on the loop's thread that start within a step annotation (``float(loss)``, ``np.asarray(x)``,
-    ``x.item()`` each make one; a ``jax.device_get`` after the loop is not a per-step wait)."""
+    events on the loop's thread that start within a step annotation. ``float(x)``, ``int(x)``, ``bool(x)``
+    and ``jax.device_get(x)`` make one (a ``jax.device_get`` after the loop is not a per-step wait);
+    ``np.asarray(x)`` and ``x.item()`` read through a faster path that JAX 0.7.2 and 0.10.2 leave
+    unannotated, so they wait without showing up here."""
     marked = trace.step_events
     waits = [e for e in trace.events if e.name == HOST_WAIT and e.thread_key == trace.host_key
              and any(s.ts <= e.ts < s.end for s in marked)]
     return _leaves(waits)
 
 
+def _row_label(trace: Trace, key: tuple, first: Event) -> str:
+    """A timeline row's name: the loop, a device line, an XLA:CPU worker, or another thread and what it ran."""
+    if key == trace.host_key:
+        return f"{first.thread} (loop)"
+    if first.process.startswith("/device:"):
+        return f"{first.process.removeprefix('/device:')} {first.thread}"
+    if first.thread.startswith("tf_XLA"):
+        return f"XLA CPU worker ({first.thread.split('/')[0].removeprefix('tf_')})"
+    return f"{first.thread} ({first.name})"
+
+
 def plot_timeline(trace: Trace, ax=None, max_threads: int = 6, title: str | None = None,
                   annotations: Sequence[str] = (INPUT,)):
     """One row per busy thread, one bar per event, over the annotated steps (or the whole trace).
 
-    Device ops are blue, the training loop's thread orange, and events called one of ``annotations``
-    on other threads (a prefetching loader) green."""
+    Device ops are blue (on the CPU backend, the rows of XLA:CPU's worker threads); the training loop's
+    thread is orange, with its spans called one of ``annotations`` (loading a batch) in green and its waits
+    for a device value (:data:`HOST_WAIT`) in red; ``annotations`` spans on other threads (a prefetching
+    loader) are green too."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     marked = trace.step_events
     lo, hi = _run_window(trace)  # device work dispatched in the last step may finish after it: show it
     host = trace.host_events if marked else []
     other = [e for e in trace.events if e.name in annotations and e.thread_key != trace.host_key]
     rows: dict[tuple, list[Event]] = {}
-    for e in trace.device_events + host + other:
+    for e in trace.busy_events + host + other:
         if e.end > lo and e.ts < hi:
             rows.setdefault(e.thread_key, []).append(e)
     busiest = sorted(rows, key=lambda k: -sum(e.dur for e in rows[k]))[:max_threads]
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 0.6 * len(busiest) + 1.2))
+    device = set(map(id, trace.busy_events))
     labels = []
+
+    def bars(events: Iterable[Event]) -> list[tuple[float, float]]:
+        return [((e.ts - lo) / 1e3, e.dur / 1e3) for e in events]
+
     for i, key in enumerate(busiest):
-        bars = [((e.ts - lo) / 1e3, e.dur / 1e3) for e in rows[key]]
-        name = rows[key][0].thread
-        if key == trace.host_key:
-            colour, name = "tab:orange", f"{name} (loop)"
-        elif rows[key][0] in trace.device_events:
-            colour = "tab:blue"
+        events = rows[key]
+        if key == trace.host_key:  # other host work first, then loading and waits drawn over it
+            ax.broken_barh(bars(events), (i - 0.4, 0.8), facecolors="tab:orange")
+            ax.broken_barh(bars(e for e in events if e.name in annotations), (i - 0.4, 0.8), facecolors="tab:green")
+            ax.broken_barh(bars(e for e in events if e.name == HOST_WAIT), (i - 0.4, 0.8), facecolors="tab:red")
         else:
-            colour, name = "tab:green", f"{name} ({rows[key][0].name})"
-        ax.broken_barh(bars, (i - 0.4, 0.8), facecolors=colour)
-        labels.append(name if len(name) < 28 else name[:25] + "...")
+            ax.broken_barh(bars(events), (i - 0.4, 0.8),
+                           facecolors="tab:blue" if id(events[0]) in device else "tab:green")
+        name = _row_label(trace, key, events[0])
+        labels.append(name if len(name) < 34 else name[:31] + "...")
     for s in marked:
         ax.axvline((s.ts - lo) / 1e3, color="gray", lw=0.8, ls=":")
     ax.set_yticks(range(len(busiest)), labels, fontsize=8)
     ax.set_xlabel("ms since the first step (dotted lines: step starts)")
-    ax.set_title(title or "timeline: loop thread (orange), device ops (blue), loader (green)")
+    ax.legend(handles=[Patch(color="tab:blue", label="device busy"), Patch(color="tab:orange", label="loop: other host work"),
+                       Patch(color="tab:green", label=" / ".join(annotations)),
+                       Patch(color="tab:red", label="loop waits for a device value")],
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(title or "timeline: device ops, the loop's thread, and loading")
     return ax
 
 
@@ -442,64 +496,129 @@ def compare(a: Trace, b: Trace, labels: tuple[str, str] = ("before", "after")) -
 # --------------------------------------------------------------------------- practice traces
 
 
-def sample(kind: str, logdir: str | os.PathLike | None = None, *, seed: int | None = None) -> Trace:
+def sample(kind: str, logdir: str | os.PathLike | None = None, *, seed: int | None = None,
+           variant: str | None = None) -> Trace:
     """Capture a short training loop whose bottleneck is ``kind`` (one of :data:`KINDS`), and load it.
 
-    Sizes, step counts and loop details are drawn at random (``seed`` fixes them), so a function that
-    diagnoses traces can be tried on loops it has not seen:
+    Sizes, step counts and loop details are drawn at random (``seed`` fixes them), and so is the loop's
+    shape, one of ``VARIANTS[kind]`` (or ``variant``), so a function that diagnoses traces can be tried on
+    loops it has not seen:
 
     - ``"input-bound"``: a tiny model fed by a loader that waits (a stand-in for storage) and decodes on
       the host, in the loop's thread; its work is annotated :data:`INPUT`; ``float(loss)`` or not;
-    - ``"host-sync-bound"``: a tiny model, its batch already on the device, and ``float(loss)`` every step;
-    - ``"compute-bound"``: a large model, its batch on the device, the losses read once after the loop.
+    - ``"host-sync-bound"``: a tiny model, its batch already on the device, and its loss read back every
+      step (``"float"``: ``float(loss)``, ``"device_get"``: ``jax.device_get(loss)``);
+    - ``"device-bound"``: a large model, its batch on the device (large enough for a TPU's or GPU's peak
+      to take milliseconds per step); ``"plain"`` reads the losses once after the loop, ``"sync"`` calls
+      ``float(loss)`` every step, ``"prefetch"`` takes each batch from a loader thread that works ahead
+      (its spans are :data:`INPUT` too), ``"light-input"`` loads in the loop's thread for microseconds
+      of each step, ``"overlapped-input"`` loads the next batch in the loop's thread for a good part of
+      each step, right after dispatching it, so the load runs while the device computes;
+    - ``"dispatch-bound"``: a tiny model, its batch on the device, nothing read back in the loop, and the
+      update and a running loss average written outside ``jit``, so each step is several small
+      dispatches: the device finishes each piece long before Python has dispatched the next.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    if variant is not None and variant not in VARIANTS[kind]:
+        raise ValueError(f"{kind!r} loops come as {VARIANTS[kind]}, not {variant!r}")
+    import queue
     import random
+    import threading
 
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     rng = random.Random(seed)
+    variant = variant or rng.choice(VARIANTS[kind])
     logdir = Path(logdir) if logdir is not None else Path(tempfile.mkdtemp(prefix="tpututor-sample-"))
-    sizes = {"input-bound": ([64, 128], [16, 32], (4, 6)), "host-sync-bound": ([32, 64, 128], [4, 8, 16], (30, 60)),
-             "compute-bound": ([512, 768], [256, 384], (4, 6))}[kind]
-    width, batch, n = rng.choice(sizes[0]), rng.choice(sizes[1]), rng.randint(*sizes[2])
+    if kind != "device-bound":
+        width, batch = rng.choice([32, 64, 128]), rng.choice([4, 8, 16])
+        if kind == "input-bound":
+            width, batch = rng.choice([64, 128]), rng.choice([16, 32])
+    elif jax.default_backend() == "cpu":  # 4 * batch * width^2 = 0.9 to 2.1 GFLOP per step: milliseconds here
+        width, batch = rng.choice([768, 1024]), rng.choice([384, 512])
+    else:  # 4 * batch * width^2 = 0.5 to 1.1 TFLOP per step: milliseconds even at a TPU's or GPU's peak
+        width, batch = 8192, rng.choice([2048, 4096])
+    n = rng.randint(4, 6) if kind in ("input-bound", "device-bound") else rng.randint(30, 60)
+
+    grad_fn = jax.jit(jax.value_and_grad(lambda w, x: jnp.mean(jnp.tanh(x @ w) ** 2)))
 
     @jax.jit
     def step(w, x):
-        loss, grad = jax.value_and_grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
+        loss, grad = grad_fn(w, x)
         return w - 0.01 * grad, loss
 
-    w = jnp.eye(width) + 0.01 * jax.random.normal(jax.random.key(rng.randrange(1 << 16)), (width, width))
-    x = jax.random.normal(jax.random.key(rng.randrange(1 << 16)), (batch, width))
+    def eager_step(w, x, average):
+        loss, grad = grad_fn(w, x)
+        return w - 0.01 * grad, loss, 0.9 * average + 0.1 * loss  # four more dispatches, one op each
+
+    numbers = np.random.default_rng(rng.randrange(1 << 16))  # made on the host: nothing to compile for them
+    w = jnp.asarray(np.eye(width, dtype=np.float32) + 0.01 * numbers.standard_normal((width, width), np.float32))
+    x = jnp.asarray(numbers.standard_normal((batch, width), np.float32))
+    w, loss = step(w, x)  # compile outside the trace
+    jax.block_until_ready(eager_step(w, x, loss) if kind == "dispatch-bound" else loss)
+    step_s = float("inf")
+    for _ in range(3):  # the step's own time, to size the loads of the device-bound variants
+        t0 = time.perf_counter()
+        w, loss = step(w, x)
+        jax.block_until_ready(loss)
+        step_s = min(step_s, time.perf_counter() - t0)
     read_s = rng.uniform(0.006, 0.012)
+    share = (0.4, 0.6) if variant == "overlapped-input" else (0.3, 0.6)  # of a step: long, but shorter than the step
+    load_s = [rng.uniform(*share) * step_s for _ in range(n)]  # the waits of the loads that overlap the device
+    cache = np.ones((batch, 16), np.float32)
+    read_back = {"host-sync-bound": True, "dispatch-bound": False, "input-bound": rng.random() < 0.5,
+                 "device-bound": variant == "sync" or (variant != "plain" and rng.random() < 0.5)}[kind]
+    how = variant if kind == "host-sync-bound" else "float"
 
     def read_batch(i: int):
         with jax.profiler.TraceAnnotation(INPUT):
             time.sleep(read_s)  # waiting for storage
             return np.random.default_rng(i).standard_normal((batch, width), dtype=np.float32)
 
-    w, loss = step(w, x)  # compile outside the trace
-    jax.block_until_ready(loss)
-    sync = rng.random() < 0.5
+    def light_load(i: int):
+        with jax.profiler.TraceAnnotation(INPUT):
+            cache.copy()  # a few microseconds of host work (from a cache); the batch itself is already on the device
+            return x
+
+    ready: queue.Queue = queue.Queue(maxsize=2)
+
+    def timed_load(i: int):
+        with jax.profiler.TraceAnnotation(INPUT):
+            time.sleep(load_s[i])  # waiting for storage, while the step just dispatched runs
+            return x
+
+    def loader() -> None:
+        for i in range(n):
+            with jax.profiler.TraceAnnotation(INPUT):
+                time.sleep(load_s[i])
+            ready.put(x)
+
     with jax.profiler.trace(str(logdir)):
-        losses = []
+        worker = threading.Thread(target=loader, daemon=True) if variant == "prefetch" else None
+        if worker is not None:
+            worker.start()
+        losses, average = [], jnp.zeros(())
         for i in range(n):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
-                if kind == "input-bound":
-                    w, loss = step(w, read_batch(i))
-                    if sync:
-                        float(loss)
-                    else:
-                        losses.append(loss)
-                elif kind == "host-sync-bound":
-                    w, loss = step(w, x)
-                    float(loss)
+                batch_x = (read_batch(i) if kind == "input-bound" else light_load(i) if variant == "light-input"
+                           else ready.get() if worker is not None else x)
+                if kind == "dispatch-bound":
+                    w, loss, average = eager_step(w, batch_x, average)
                 else:
-                    w, loss = step(w, x)
+                    w, loss = step(w, batch_x)
+                if variant == "overlapped-input":
+                    timed_load(i)  # the next batch (the same rows here), loaded while this step computes
+                if not read_back:
                     losses.append(loss)
+                elif how == "device_get":
+                    jax.device_get(loss)
+                else:
+                    float(loss)
+        if worker is not None:
+            worker.join()
         jax.block_until_ready((w, losses))
     return load(logdir)
 
