@@ -1,0 +1,265 @@
+"""tpututor.lm: the training lesson's model, data pipeline, sharding rules, checkpoints and CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import PYTHON, ROOT, run_python
+from tpututor import lm
+
+TINY = lm.Config(d_model=32, n_layers=1, n_heads=2, d_ff=64, seq_len=16)
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    return lm.encode("def f(x):\n    return x * 2\n" * 400)
+
+
+@pytest.fixture(scope="module")
+def one_device():
+    return lm.make_mesh(devices=jax.devices()[:1])
+
+
+def test_importing_lm_loads_no_framework():
+    out = run_python("import sys, tpututor.lm, tpututor.mfu\n"
+                     "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax', 'grain', 'numpy') if m in sys.modules))")
+    assert out.strip() == "[]"
+
+
+def test_encode_decode_round_trips_ascii_and_marks_the_rest():
+    text = "for i in range(3):\n\tprint(i)"
+    assert lm.decode(lm.encode(text)) == text
+    ids = lm.encode("é")
+    assert ids.tolist() == [lm.UNKNOWN] and lm.decode(ids) == "\ufffd"
+
+
+def test_the_stdlib_corpus_holds_out_whole_files(tmp_path):
+    for i in range(20):
+        (tmp_path / f"m{i:02d}.py").write_text(f"x = {i}\n")
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "t.py").write_text("skipped = True\n")
+    train, held, used = lm.stdlib_corpus(10_000, held_out_every=10, root=str(tmp_path))
+    assert len(used) == 20 and "skipped" not in train + held
+    assert held.split() == ["x", "=", "9", "x", "=", "19"] and "x = 9" not in train.splitlines()
+
+
+def test_a_folder_without_python_files_names_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match="pass root="):
+        lm.stdlib_files(str(tmp_path))
+
+
+def test_two_processes_read_disjoint_halves_that_make_the_one_process_batch(tokens):
+    one = lm.dataset(tokens, 16, 8, seed=1)
+    halves = [lm.dataset(tokens, 16, 8, seed=1, process_index=p, process_count=2) for p in (0, 1)]
+    for step in (0, 3, 40):  # 40 is past the first epoch: a new shuffle, still split the same way
+        together = np.concatenate([h[step]["inputs"] for h in halves])
+        assert np.array_equal(together, one[step]["inputs"])
+    assert np.array_equal(one[0]["targets"][:, :-1], one[0]["inputs"][:, 1:])
+
+
+def test_resuming_the_pipeline_is_slicing_and_epochs_reshuffle(tokens):
+    ds = lm.dataset(tokens, 16, 8, seed=2)
+    assert np.array_equal(next(iter(ds[5:]))["inputs"], ds[5]["inputs"])
+    per_epoch = len(lm.Windows(tokens, 16)) // 8
+    assert not np.array_equal(ds[0]["inputs"], ds[per_epoch]["inputs"])
+
+
+def test_bad_pipeline_sizes_name_the_fix(tokens):
+    with pytest.raises(ValueError, match="use a multiple of 3"):
+        lm.dataset(tokens, 16, 8, process_count=3)
+    with pytest.raises(ValueError, match="shorter seq_len"):
+        lm.Windows(tokens[:10], 16)
+
+
+def test_a_config_with_heads_that_do_not_divide_is_refused():
+    with pytest.raises(ValueError, match="multiple of n_heads"):
+        lm.Config(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="positive integer"):
+        lm.Config(n_layers=0)
+
+
+def test_config_for_sizes_an_accelerator_run_from_its_memory():
+    assert lm.config_for("ci", "TPU v5 lite", "tpu") == lm.PROFILES["ci"]
+    assert lm.config_for("full") == lm.PROFILES["full"]
+    v5e, h200 = lm.config_for("full", "TPU v5 lite", "tpu"), lm.config_for("full", "NVIDIA H200", "gpu")
+    assert v5e.n_params() < h200.n_params()
+    with pytest.raises(ValueError, match="unknown profile"):
+        lm.config_for("huge")
+
+
+def test_a_rule_naming_an_axis_the_mesh_lacks_names_the_fix(one_device):
+    abstract = lm.abstract_state(TINY, lm.optimizer())
+    with pytest.raises(lm.ShardingRuleError, match="names mesh axis 'model'.*map 'mlp' to one of those"):
+        lm.shardings(abstract, {**lm.RULES, "mlp": "model"}, one_device)
+
+
+def test_a_dimension_that_does_not_divide_over_its_axis_names_the_fix():
+    grid = lm.make_mesh(fsdp=8)
+    with pytest.raises(lm.ShardingRuleError, match=r"size 12\) of w does not divide.*pick a size divisible by 8"):
+        lm.spec_for(("embed", "mlp"), lm.RULES, grid, (12, 64), "w")
+
+
+def test_a_batch_that_does_not_divide_the_data_axes_names_a_batch_that_does():
+    grid = lm.make_mesh(data=2, fsdp=4)
+    assert lm.check_batch(16, grid) == 2
+    with pytest.raises(lm.ShardingRuleError, match=r"12 rows does not divide over the 8 data shards.*8 or 16"):
+        lm.check_batch(12, grid)
+    with pytest.raises(lm.ShardingRuleError, match="needs 4 devices but 8"):
+        lm.make_mesh(data=2, tensor=2)
+
+
+def test_shardings_follow_logical_axes_and_adam_moments_follow_their_parameter():
+    from jax.sharding import PartitionSpec as P
+
+    grid = lm.make_mesh(fsdp=4, tensor=2)
+    sh = lm.shardings(lm.abstract_state(lm.PROFILES["ci"], lm.optimizer()), lm.RULES, grid)
+    assert sh["params"]["blocks"][0]["up"]["kernel"].spec == P("fsdp", "tensor")
+    assert sh["params"]["blocks"][0]["out"]["kernel"].spec == P("tensor", "fsdp")
+    assert sh["params"]["head"]["kernel"].spec == P("fsdp", None)
+    assert sh["params"]["norm"]["scale"].spec == P(None)
+    mu = sh["opt_state"][0].mu  # adamw = chain(scale_by_adam, weight decay, schedule)
+    assert mu["blocks"][0]["up"]["kernel"].spec == P("fsdp", "tensor")
+    assert sh["step"].spec == P()
+
+
+def test_matmuls_run_in_bfloat16_and_gradients_are_float32():
+    graph = lm.graphdef(TINY)
+    params = lm.abstract_state(TINY, lm.optimizer())["params"]
+    tok = jnp.zeros((2, TINY.seq_len), jnp.int32)
+    jaxpr = jax.make_jaxpr(lambda p: lm.loss_fn(p, graph, {"inputs": tok, "targets": tok}))(params)
+    dots = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert dots and {str(v.aval.dtype) for e in dots for v in e.invars} == {"bfloat16"}
+    grads = jax.eval_shape(jax.grad(lambda p: lm.loss_fn(p, graph, {"inputs": tok, "targets": tok})), params)
+    assert {g.dtype for g in jax.tree.leaves(grads)} == {jnp.dtype("float32")}
+
+
+@pytest.fixture(scope="module")
+def trained(tokens, one_device):
+    """A few steps of TINY on one device: (optimizer, compiled step, states after 0 and 3 steps, batches)."""
+    tx = lm.optimizer(1e-2, 10)
+    state = lm.init_state(TINY, tx, 0, one_device)
+    step = lm.make_train_step(TINY, tx, one_device, donate=False)
+    batches = [lm.to_device(lm.dataset(tokens, TINY.seq_len, 4)[i], lm.batch_sharding(one_device)) for i in range(3)]
+    states, losses = [state], []
+    for b in batches:
+        state, loss = step(state, b)
+        states.append(state)
+        losses.append(float(loss))
+    return tx, step, states, losses
+
+
+def test_training_steps_lower_the_loss(trained):
+    _, _, _, losses = trained
+    assert losses[-1] < losses[0] < np.log(lm.VOCAB) + 0.5
+
+
+def test_a_checkpoint_restores_exactly_and_another_model_is_refused_untouched(trained, tmp_path, one_device):
+    tx, _, states, _ = trained
+    manager = lm.checkpoint_manager(tmp_path, TINY, save_every=1)
+    for i, state in enumerate(states[1:], start=1):
+        lm.save(manager, i, state, TINY)
+    manager.wait_until_finished()
+    restored = lm.restore(manager, TINY, lm.abstract_state(TINY, tx))
+    manager.close()
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(states[3])))
+
+    before = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    other = lm.Config(**{**TINY.to_dict(), "d_model": 64})
+    with pytest.raises(lm.CheckpointMismatch, match="d_model=32 there, 64 here. Nothing was changed"):
+        lm.checkpoint_manager(tmp_path, other)
+    with lm.checkpoint_manager(tmp_path, TINY) as reopened, pytest.raises(lm.CheckpointMismatch):
+        lm.restore(reopened, other, lm.abstract_state(other, tx))
+    assert sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before
+
+
+def test_load_gives_the_saved_config_and_a_model_that_samples(trained, tmp_path):
+    _, _, states, _ = trained
+    with lm.checkpoint_manager(tmp_path, TINY) as manager:
+        lm.save(manager, 3, states[3], TINY, force=True)
+    cfg, model = lm.load(tmp_path)
+    assert cfg == TINY and np.array_equal(model.head.kernel[...], states[3]["params"]["head"]["kernel"])
+    text = lm.generate(model, "def ", length=10, seed=1)
+    assert len(text) == 10
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        lm.load(tmp_path / "empty")
+
+
+def test_device_prefetch_hands_out_every_batch_then_stops_its_thread(one_device):
+    import threading
+
+    sh = lm.batch_sharding(one_device)
+    source = ({"inputs": np.full((2, 4), i, np.int32)} for i in range(5))
+    got = [int(b["inputs"][0, 0]) for b in lm.device_prefetch(source, sh)]
+    assert got == [0, 1, 2, 3, 4]
+    endless = ({"inputs": np.zeros((2, 4), np.int32)} for _ in iter(int, 1))
+    ahead = lm.device_prefetch(endless, sh)
+    next(ahead)
+    ahead.close()
+    assert not [t for t in threading.enumerate() if t.name == "device_prefetch"]
+
+
+def test_device_prefetch_passes_the_pipelines_error_on(one_device):
+    def broken():
+        yield {"inputs": np.zeros((2, 4), np.int32)}
+        raise OSError("the bucket went away")
+
+    ahead = lm.device_prefetch(broken(), lm.batch_sharding(one_device))
+    next(ahead)
+    with pytest.raises(OSError, match="bucket"):
+        next(ahead)
+
+
+def test_unknown_remat_policies_are_refused():
+    assert lm.remat_wrapper("none") is None and callable(lm.remat_wrapper("full"))
+    with pytest.raises(ValueError, match="unknown remat policy"):
+        lm.remat_wrapper("some")
+
+
+def test_load_texts_reads_local_files_offline_through_the_hugging_face_path(tmp_path):
+    pytest.importorskip("datasets")
+    (tmp_path / "a.txt").write_text("first file\nline two\n")
+    (tmp_path / "b.txt").write_text("second file\n")
+    code = f"""
+        from tpututor import lm
+        texts = lm.load_texts("text", data_files={[str(tmp_path / 'a.txt'), str(tmp_path / 'b.txt')]!r},
+                              sample_by="document", cache_dir={str(tmp_path / 'cache')!r})
+        print(sorted(texts))
+        try:
+            lm.load_texts("text", data_files={[str(tmp_path / 'a.txt')]!r}, field="body", cache_dir={str(tmp_path / 'cache')!r})
+        except KeyError as err:
+            print("KeyError", err)
+    """
+    out = run_python(code, env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    assert "['first file\\nline two\\n', 'second file\\n']" in out and "pass field=" in out
+
+
+def test_a_killed_training_process_resumes_to_the_uninterrupted_loss(tmp_path):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "xla"),
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    base = [PYTHON, "-m", "tpututor.lm", "train", "--config", json.dumps(TINY.to_dict()), "--batch", "4",
+            "--schedule-steps", "6", "--corpus-chars", "50000", "--save-every", "2"]
+
+    def run(*extra):
+        out = subprocess.run(base + list(extra), capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return {r["step"]: r["loss"] for r in map(json.loads, out.stdout.splitlines()) if "step" in r}
+
+    whole = run("--steps", "6")
+    first = run("--steps", "4", "--ckpt-dir", str(tmp_path / "run"))  # stops after step 4, as if killed there
+    rest = run("--steps", "6", "--ckpt-dir", str(tmp_path / "run"))
+    assert sorted(first) == [1, 2, 3, 4] and sorted(rest) == [5, 6]
+    assert rest[6] == whole[6] and first[4] == whole[4]
+
+
+def test_the_cli_says_how_to_use_it():
+    out = subprocess.run([sys.executable, "-m", "tpututor.lm", "train", "--help"], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and "--ckpt-dir" in out.stdout and "--coordinator" in out.stdout

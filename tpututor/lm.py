@@ -1,0 +1,878 @@
+"""A small decoder-only Transformer language model, trained end to end (lesson 08, training).
+
+Everything the training lesson runs lives in this one file, which the notebook shows and its
+subprocesses import (``python -m tpututor.lm train --help``):
+
+* :class:`Config` and :data:`PROFILES`: the model's shape; :func:`config_for` sizes it for a run.
+* :func:`encode` / :func:`decode`: a character-level tokenizer (the 128 ASCII code points).
+* :func:`stdlib_corpus`: text every machine has, the Python standard library's own source files;
+  :func:`load_texts`: the same from a Hugging Face data set, for learners with internet.
+* :func:`dataset`: the grain pipeline (windows of tokens, shuffled, batched, one slice per process);
+  :func:`to_device` and :func:`device_prefetch`: batches onto the mesh, the next one ahead of the step.
+* :class:`LM`: the model in Flax NNX (f32 master weights, bf16 compute).
+* :data:`PARAM_AXES`, :data:`RULES`, :func:`make_mesh`, :func:`shardings`: named logical axes
+  and the rules that map them onto the mesh axes ``data``, ``fsdp`` and ``tensor``.
+* :func:`loss_fn`, :func:`train_step`, :func:`make_train_step`: the loss and the compiled step.
+* :func:`checkpoint_manager`, :func:`save`, :func:`restore`, :func:`load`: Orbax checkpoints.
+* :func:`generate`: text sampled from the model; :func:`train`: the loop the subprocesses run.
+
+**For other lessons (09 serves this model).** The parameters are a nested dict (``params`` of
+the train state, or ``nnx.state(model, nnx.Param)``)::
+
+    embed/embedding (vocab, d_model)        pos_embed/embedding (seq_len, d_model)
+    blocks/<i>/norm1/scale (d_model,)       blocks/<i>/norm2/scale (d_model,)
+    blocks/<i>/query|key|value/kernel (d_model, d_model)   heads: n_heads x head_dim columns
+    blocks/<i>/out/kernel (d_model, d_model)
+    blocks/<i>/up/kernel (d_model, d_ff)    blocks/<i>/down/kernel (d_ff, d_model)
+    norm/scale (d_model,)                   head/kernel (d_model, vocab)
+
+``load(directory)`` returns ``(config, model)`` from the latest checkpoint of a training run.
+
+Frameworks (JAX, Flax, Optax, Orbax, grain, NumPy) are imported inside the functions that use
+them, so ``import tpututor.lm`` stays cheap; the model classes are built on first use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import os
+import re
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+__all__ = ["Config", "PROFILES", "config_for", "VOCAB", "encode", "decode", "stdlib_corpus", "load_texts",
+           "Windows", "dataset", "to_device", "device_prefetch", "LM", "Block", "attention", "POLICIES",
+           "PARAM_AXES", "RULES", "MESH_AXES", "make_mesh", "logical_axes", "spec_for", "shardings",
+           "batch_sharding", "check_batch", "optimizer", "init_state", "abstract_state", "loss_fn",
+           "train_step", "make_train_step", "eval_step", "checkpoint_manager", "save", "restore", "load",
+           "generate", "train", "main", "ShardingRuleError", "CheckpointMismatch"]
+
+VOCAB = 128  # the ASCII code points; anything else becomes UNKNOWN
+UNKNOWN = 0  # NUL never occurs in source code
+
+
+# --------------------------------------------------------------------------- configuration
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The model's shape. ``compute_dtype`` is what matmuls run in; ``param_dtype`` the master weights."""
+
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 256
+    seq_len: int = 64
+    vocab: int = VOCAB
+    compute_dtype: str = "bfloat16"
+    param_dtype: str = "float32"
+
+    def __post_init__(self):
+        for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "vocab"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Config.{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads} "
+                             f"(each head gets d_model // n_heads columns)")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "Config":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+    def n_params(self) -> int:
+        """Every parameter, embeddings and norms included."""
+        d, L = self.d_model, self.n_layers
+        per_block = 4 * d * d + 2 * d * self.d_ff + 2 * d
+        return self.vocab * d + self.seq_len * d + L * per_block + d + d * self.vocab
+
+
+# ci: the whole lesson in about a minute on 2 cores. full: minutes on a laptop CPU.
+PROFILES: dict[str, Config] = {
+    "ci": Config(d_model=64, n_layers=2, n_heads=4, d_ff=256, seq_len=64),
+    "full": Config(d_model=256, n_layers=4, n_heads=4, d_ff=1024, seq_len=128),
+}
+
+# On an accelerator (full profile): (least HBM GiB per chip, config). Sized so that the f32 state
+# (16 bytes per parameter with Adam) and the activations of a 32-sequence batch fit with room left.
+_ACCELERATOR_SIZES = (
+    (64, Config(d_model=1024, n_layers=16, n_heads=16, d_ff=4096, seq_len=1024)),
+    (16, Config(d_model=768, n_layers=12, n_heads=12, d_ff=3072, seq_len=1024)),
+    (0, Config(d_model=512, n_layers=8, n_heads=8, d_ff=2048, seq_len=512)),
+)
+
+
+def config_for(profile: str, device_kind: str | None = None, platform: str = "cpu") -> Config:
+    """The config for a run profile; with ``profile="full"`` on a TPU or GPU, sized from the chip's HBM.
+
+    ``device_kind`` is JAX's ``device.device_kind``; the chip table (:mod:`tpututor.hardware`)
+    gives its memory. The ``ci`` profile is tiny everywhere.
+    """
+    from . import hardware
+
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
+    if profile == "ci" or platform == "cpu" or device_kind is None:
+        return PROFILES[profile]
+    chip = hardware.find(device_kind)
+    hbm = chip.hbm_gib if chip and chip.hbm_gib else 0
+    return next(cfg for least, cfg in _ACCELERATOR_SIZES if hbm >= least)
+
+
+# --------------------------------------------------------------------------- tokenizer and corpus
+
+def encode(text: str):
+    """Text -> int32 token ids: a character's ASCII code, or UNKNOWN (0) for anything else."""
+    import numpy as np
+
+    ids = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    return np.where(ids < VOCAB, ids, UNKNOWN).astype(np.int32)
+
+
+def decode(ids: Iterable[int]) -> str:
+    """Token ids -> text (UNKNOWN shows as the replacement character)."""
+    return "".join("\ufffd" if int(i) == UNKNOWN or not 0 <= int(i) < VOCAB else chr(int(i)) for i in ids)
+
+
+_SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "turtledemo",
+              "lib2to3", "ensurepip", "pydoc_data", "encodings"}
+
+
+def stdlib_files(root: str | None = None) -> list[Path]:
+    """The standard library's ``.py`` files (tests and bundled packages left out), in a fixed order."""
+    root_path = Path(root or sysconfig.get_paths()["stdlib"])
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root_path):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        found += [Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py")]
+    if not found:
+        raise FileNotFoundError(f"no .py files under {root_path}: pass root= the standard library's folder")
+    return found
+
+
+def stdlib_corpus(max_chars: int = 2_000_000, held_out_every: int = 10, root: str | None = None
+                  ) -> tuple[str, str, list[Path]]:
+    """(training text, held-out text, files used): standard-library sources up to ``max_chars``.
+
+    Every ``held_out_every``-th file goes to the held-out text, so evaluation reads code the
+    model never trained on (whole files, not the tail of one).
+    """
+    train, held, used, total = [], [], [], 0
+    for i, path in enumerate(stdlib_files(root)):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        (held if i % held_out_every == held_out_every - 1 else train).append(text)
+        used.append(path)
+        total += len(text)
+        if total >= max_chars:
+            break
+    return "\n".join(train), "\n".join(held), used
+
+
+def load_texts(source: str, *, data_files: str | Sequence[str] | None = None, split: str = "train",
+               field: str = "text", max_chars: int | None = None, cache_dir: str | None = None,
+               **builder_kwargs) -> list[str]:
+    """Texts from a Hugging Face data set: ``load_dataset(source, data_files=..., split=...)[field]``.
+
+    With internet, ``source`` is a Hub name (``"roneneldan/TinyStories"``). Offline, the same call
+    reads local files through a packaged builder: ``load_texts("text", data_files=[...],
+    sample_by="document")`` gives one text per file (set ``HF_DATASETS_OFFLINE=1`` before
+    ``datasets`` is imported, so nothing is looked up on the Hub).
+    """
+    from datasets import load_dataset
+
+    ds = load_dataset(source, data_files=data_files, split=split, cache_dir=cache_dir, **builder_kwargs)
+    if field not in ds.column_names:
+        raise KeyError(f"{source!r} has no column {field!r}; its columns are {ds.column_names}: pass field=")
+    texts, total = [], 0
+    for row in ds:
+        texts.append(row[field])
+        total += len(row[field])
+        if max_chars is not None and total >= max_chars:
+            break
+    return texts
+
+
+# --------------------------------------------------------------------------- input pipeline
+
+class Windows:
+    """A grain data source: window ``i`` is ``seq_len + 1`` tokens starting at ``i * seq_len``.
+
+    Inputs are the first ``seq_len`` tokens, targets the last ``seq_len`` (shifted by one).
+    """
+
+    def __init__(self, tokens, seq_len: int):
+        if len(tokens) < seq_len + 1:
+            raise ValueError(f"{len(tokens)} tokens make no window of {seq_len + 1}: use more text or a "
+                             "shorter seq_len")
+        self.tokens, self.seq_len = tokens, seq_len
+
+    def __len__(self) -> int:
+        return (len(self.tokens) - 1) // self.seq_len
+
+    def __getitem__(self, i: int):
+        start = int(i) * self.seq_len
+        return self.tokens[start:start + self.seq_len + 1]
+
+
+def dataset(tokens, seq_len: int, global_batch: int, *, seed: int = 0, process_index: int = 0,
+            process_count: int = 1):
+    """The grain pipeline; element ``s`` is this process's share of step ``s``'s batch.
+
+    Windows are shuffled (a new order each epoch), repeated forever, cut into per-process
+    batches of ``global_batch // process_count`` rows, and process ``p`` keeps batches
+    ``p, p + n, p + 2n, ...``. So step ``s`` of every process together reads exactly the rows one
+    process would read alone, in the same order; and resuming at step ``s`` is ``ds[s:]``.
+    """
+    import grain
+
+    if global_batch % process_count:
+        raise ValueError(f"global batch {global_batch} does not split over {process_count} processes: "
+                         f"use a multiple of {process_count}")
+    ds = grain.MapDataset.source(Windows(tokens, seq_len)).shuffle(seed=seed).repeat()
+    ds = ds.batch(global_batch // process_count, drop_remainder=True)
+    return ds[process_index::process_count].map(lambda w: {"inputs": w[:, :-1], "targets": w[:, 1:]})
+
+
+def to_device(batch: Mapping[str, Any], sharding) -> dict:
+    """This process's rows -> global arrays laid out by ``sharding`` (one call per host on a slice)."""
+    import jax
+
+    return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}
+
+
+def device_prefetch(batches: Iterator[Mapping[str, Any]], sharding, size: int = 2) -> Iterator[dict]:
+    """Yield batches already on the devices: a thread reads and places the next ``size`` ahead.
+
+    While the training step runs (JAX dispatches it and returns at once), the thread reads the
+    next batch from ``batches`` and copies it to the devices. Stop early with ``.close()``.
+    """
+    import queue
+
+    q: queue.Queue = queue.Queue(maxsize=size)
+    done, stop = object(), threading.Event()
+
+    def fill():
+        try:
+            for b in batches:
+                item = to_device(b, sharding)
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # hand the error to the consumer
+            q.put(exc)
+
+    thread = threading.Thread(target=fill, daemon=True, name="device_prefetch")
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:  # stop the thread and wait for it: no device work may outlive the loop
+        stop.set()
+        while thread.is_alive():
+            try:
+                q.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        thread.join()
+
+
+# --------------------------------------------------------------------------- the model (Flax NNX)
+
+def attention(q, k, v, mask):
+    """Softmax attention per head. q: (B, Sq, H, Dh), k and v: (B, Sk, H, Dh), mask: (Sq, Sk) bool."""
+    import jax
+    import jax.numpy as jnp
+
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(q.shape[-1])
+    scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)  # softmax in f32, the product in bf16
+    return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+
+
+@functools.lru_cache(maxsize=None)
+def _classes():
+    """Build the NNX classes on first use (flax is imported here, not when tpututor.lm is)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    init = nnx.initializers.normal(0.02)
+
+    class Block(nnx.Module):
+        """Pre-norm Transformer block: causal self-attention, then a GELU MLP, each with a residual."""
+
+        def __init__(self, cfg: Config, rngs: nnx.Rngs):
+            d, dt, pdt = cfg.d_model, jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
+            dense = functools.partial(nnx.Linear, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=init,
+                                      rngs=rngs)
+            self.n_heads = cfg.n_heads
+            self.norm1 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
+            self.query, self.key, self.value = dense(d, d), dense(d, d), dense(d, d)
+            self.out = dense(d, d)
+            self.norm2 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
+            self.up, self.down = dense(d, cfg.d_ff), dense(cfg.d_ff, d)
+
+        def __call__(self, x, mask):
+            b, s, d = x.shape
+            h = self.norm1(x)
+            q, k, v = (f(h).reshape(b, s, self.n_heads, d // self.n_heads) for f in (self.query, self.key, self.value))
+            x = x + self.out(attention(q, k, v, mask).reshape(b, s, d)).astype(x.dtype)
+            return x + self.down(jax.nn.gelu(self.up(self.norm2(x)))).astype(x.dtype)
+
+    class LM(nnx.Module):
+        """Token and position embeddings, ``n_layers`` blocks, a final norm and the vocabulary projection."""
+
+        def __init__(self, cfg: Config, rngs: nnx.Rngs):
+            dt, pdt = jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
+            self.cfg = cfg
+            self.embed = nnx.Embed(cfg.vocab, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=init, rngs=rngs)
+            self.pos_embed = nnx.Embed(cfg.seq_len, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=init,
+                                       rngs=rngs)
+            self.blocks = nnx.data([Block(cfg, rngs) for _ in range(cfg.n_layers)])
+            self.norm = nnx.RMSNorm(cfg.d_model, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
+            self.head = nnx.Linear(cfg.d_model, cfg.vocab, use_bias=False, dtype=dt, param_dtype=pdt,
+                                   kernel_init=init, rngs=rngs)
+
+        def __call__(self, tokens, *, remat: Callable | None = None, constrain: Callable | None = None):
+            """tokens (B, S) int -> logits (B, S, vocab) in float32.
+
+            ``remat`` wraps each block (``jax.checkpoint`` with a policy); ``constrain(x, axes)``
+            pins an activation's sharding by logical axes (see :func:`make_train_step`).
+            """
+            s = tokens.shape[1]
+            mask = jnp.tril(jnp.ones((s, s), bool))
+            x = self.embed(tokens) + self.pos_embed(jnp.arange(s))[None]
+            for block in self.blocks:
+                if constrain is not None:
+                    x = constrain(x, ("batch", "length", "act_embed"))
+                x = remat(block)(x, mask) if remat is not None else block(x, mask)
+            return self.head(self.norm(x)).astype(jnp.float32)
+
+    return Block, LM
+
+
+def __getattr__(name: str):  # lm.LM and lm.Block are built when first asked for
+    if name in ("LM", "Block"):
+        return dict(zip(("Block", "LM"), _classes()))[name]
+    raise AttributeError(f"module 'tpututor.lm' has no attribute {name!r}")
+
+
+def _policies() -> dict:
+    import jax
+
+    cp = jax.checkpoint_policies
+    return {"none": None, "full": cp.nothing_saveable, "dots": cp.dots_with_no_batch_dims_saveable,
+            "dots_all": cp.dots_saveable}
+
+
+POLICIES = ("none", "full", "dots", "dots_all")  # remat policy names for make_train_step
+
+
+def remat_wrapper(policy) -> Callable | None:
+    """``policy`` (a name in POLICIES, or a ``jax.checkpoint_policies`` function) -> a block wrapper."""
+    import jax
+
+    if isinstance(policy, str):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown remat policy {policy!r}: use one of {POLICIES} or a jax.checkpoint_policies "
+                             "function")
+        if policy == "none":
+            return None
+        policy = _policies()[policy]
+    return lambda block: jax.checkpoint(lambda x, mask: block(x, mask), policy=policy)
+
+
+# --------------------------------------------------------------------------- sharding: logical axes
+
+# Parameter name (regex on its path) -> one logical axis name per dimension. Optimizer state leaves
+# (Adam's mu and nu) end with the same paths, so they follow their parameter.
+PARAM_AXES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
+    (r"(^|/)embed/embedding$", ("vocab", "embed")),
+    (r"pos_embed/embedding$", ("length", "embed")),
+    (r"(query|key|value)/kernel$", ("embed", "heads")),
+    (r"out/kernel$", ("heads", "embed")),
+    (r"up/kernel$", ("embed", "mlp")),
+    (r"down/kernel$", ("mlp", "embed")),
+    (r"head/kernel$", ("embed", "vocab")),
+    (r"scale$", ("norm",)),
+)
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+# Logical axis -> mesh axis (or a tuple of them, or None: replicated). One rule set serves every
+# strategy: the mesh's shape decides. data=8 is data parallel; fsdp=8 shards parameters and optimizer
+# state 8 ways (FSDP); fsdp=4 x tensor=2 adds Megatron-style tensor parallelism on heads and mlp.
+RULES: dict[str, Any] = {
+    "batch": ("data", "fsdp"),  # activations and batches: split over every data-like axis
+    "embed": "fsdp",  # parameters' model dimension: FSDP shards it
+    "heads": "tensor",  # attention heads: tensor parallel
+    "mlp": "tensor",  # the MLP's hidden units: tensor parallel
+    "vocab": None,
+    "length": None,
+    "norm": None,
+    "act_embed": None,  # the residual stream's model dimension stays whole
+}
+
+
+class ShardingRuleError(ValueError):
+    """A sharding rule that does not fit the mesh or the array; the message names the fix."""
+
+
+def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, devices: Sequence | None = None):
+    """A mesh with axes ``data``, ``fsdp`` and ``tensor`` (Auto axis types), over ``devices``."""
+    import math
+
+    import jax
+    from jax.sharding import AxisType
+
+    devices = list(jax.devices() if devices is None else devices)
+    shape = (data, fsdp, tensor)
+    if math.prod(shape) != len(devices):
+        raise ShardingRuleError(f"a mesh of data={data} x fsdp={fsdp} x tensor={tensor} needs {math.prod(shape)} "
+                                f"devices but {len(devices)} are given: make the sizes multiply to {len(devices)}")
+    return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
+
+
+def _path(keys) -> str:
+    parts = []
+    for k in keys:
+        for attr in ("key", "idx", "name"):
+            if hasattr(k, attr):
+                parts.append(str(getattr(k, attr)))
+                break
+        else:
+            parts.append(str(k))
+    return "/".join(parts)
+
+
+def logical_axes(path: str, ndim: int) -> tuple[str | None, ...]:
+    """The logical axes of the array at ``path`` (from :data:`PARAM_AXES`); scalars and unknowns replicate."""
+    for pattern, axes in PARAM_AXES:
+        if re.search(pattern, path) and len(axes) == ndim:
+            return axes
+    return (None,) * ndim
+
+
+def spec_for(axes: Sequence[str | None], rules: Mapping[str, Any], mesh, shape: Sequence[int] | None = None,
+             what: str = "an array"):
+    """Logical axes -> a ``PartitionSpec`` on ``mesh`` through ``rules``.
+
+    A mesh axis already used by an earlier dimension is skipped (one axis splits one dimension).
+    Raises :class:`ShardingRuleError` for a rule naming an axis the mesh lacks, or a dimension
+    that does not divide over its mesh axes.
+    """
+    from jax.sharding import PartitionSpec as P
+
+    used: set[str] = set()
+    out = []
+    for i, name in enumerate(axes):
+        target = rules.get(name) if name is not None else None
+        names = () if target is None else (target,) if isinstance(target, str) else tuple(target)
+        missing = [n for n in names if n not in mesh.axis_names]
+        if missing:
+            raise ShardingRuleError(
+                f"the rule {name!r} -> {target!r} names mesh axis {missing[0]!r}, but the mesh has axes "
+                f"{tuple(mesh.axis_names)}: map {name!r} to one of those, or to None to keep it whole")
+        names = tuple(n for n in names if n not in used and mesh.shape[n] > 1)
+        used.update(names)
+        if shape is not None and names:
+            ways = 1
+            for n in names:
+                ways *= mesh.shape[n]
+            if shape[i] % ways:
+                raise ShardingRuleError(
+                    f"dimension {i} ({name!r}, size {shape[i]}) of {what} does not divide over mesh axes {names} "
+                    f"({ways} devices): pick a size divisible by {ways}, or map {name!r} to None")
+        out.append(None if not names else names[0] if len(names) == 1 else names)
+    return P(*out)
+
+
+def shardings(tree, rules: Mapping[str, Any], mesh):
+    """A ``NamedSharding`` for every leaf of ``tree`` (arrays or ShapeDtypeStructs), by its path."""
+    import jax
+    from jax.sharding import NamedSharding
+
+    def one(keys, leaf):
+        path = _path(keys)
+        return NamedSharding(mesh, spec_for(logical_axes(path, leaf.ndim), rules, mesh, leaf.shape, path))
+
+    return jax.tree_util.tree_map_with_path(one, tree)
+
+
+def batch_sharding(mesh, rules: Mapping[str, Any] = RULES):
+    """How a (batch, length) array of tokens is laid out: rows split by the ``batch`` rule."""
+    from jax.sharding import NamedSharding
+
+    return NamedSharding(mesh, spec_for(("batch", "length"), rules, mesh))
+
+
+def check_batch(global_batch: int, mesh, rules: Mapping[str, Any] = RULES) -> int:
+    """The number of rows each data shard gets; a batch that does not divide is a clear error."""
+    spec = spec_for(("batch",), rules, mesh)[0]
+    names = () if spec is None else (spec,) if isinstance(spec, str) else spec
+    ways = 1
+    for n in names:
+        ways *= mesh.shape[n]
+    if global_batch % ways:
+        lower, upper = global_batch // ways * ways, (global_batch // ways + 1) * ways
+        raise ShardingRuleError(
+            f"a global batch of {global_batch} rows does not divide over the {ways} data shards of mesh axes "
+            f"{names}: use a multiple of {ways} (e.g. {lower or upper} or {upper})")
+    return global_batch // ways
+
+
+# --------------------------------------------------------------------------- state, loss, step
+
+def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
+    """AdamW (Optax); the learning rate warms up for ``steps // 10`` steps, then decays (cosine) to a tenth."""
+    import optax
+
+    warmup = max(1, steps // 10)
+    schedule = optax.warmup_cosine_decay_schedule(0.0, learning_rate, warmup, max(steps, warmup + 1),
+                                                  learning_rate / 10)
+    return optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1)
+
+
+def _new_state(cfg: Config, tx, seed: int) -> dict:
+    import jax.numpy as jnp
+    from flax import nnx
+
+    model = _classes()[1](cfg, nnx.Rngs(seed))
+    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
+
+
+def graphdef(cfg: Config):
+    """The model's structure without its values (static: what ``nnx.merge`` needs besides params)."""
+    from flax import nnx
+
+    return nnx.graphdef(nnx.eval_shape(lambda: _classes()[1](cfg, nnx.Rngs(0))))
+
+
+def abstract_state(cfg: Config, tx, seed: int = 0):
+    """Shapes and dtypes of the train state, computed without allocating it."""
+    import jax
+
+    return jax.eval_shape(lambda: _new_state(cfg, tx, seed))
+
+
+def init_state(cfg: Config, tx, seed: int = 0, mesh=None, rules: Mapping[str, Any] = RULES) -> dict:
+    """The train state ``{"params", "opt_state", "step"}``, created directly in its shards on ``mesh``."""
+    import jax
+
+    if mesh is None:
+        return jax.jit(lambda: _new_state(cfg, tx, seed))()
+    out = shardings(abstract_state(cfg, tx, seed), rules, mesh)
+    return jax.jit(lambda: _new_state(cfg, tx, seed), out_shardings=out)()
+
+
+def model_from(cfg: Config, params):
+    """An ``LM`` holding ``params`` (a nested dict of arrays)."""
+    from flax import nnx
+
+    return nnx.merge(graphdef(cfg), params)
+
+
+def loss_fn(params, graph, batch: Mapping[str, Any], *, remat=None, constrain=None):
+    """Mean next-character cross-entropy (nats per character) of the model ``graph`` + ``params``."""
+    import optax
+    from flax import nnx
+
+    logits = nnx.merge(graph, params)(batch["inputs"], remat=remat, constrain=constrain)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
+
+
+def train_step(state: dict, batch: Mapping[str, Any], *, graph, tx, remat=None, constrain=None):
+    """One optimizer step: gradients of the loss (f32, as the master weights), then AdamW."""
+    import jax
+    import optax
+
+    loss, grads = jax.value_and_grad(loss_fn)(state["params"], graph, batch, remat=remat, constrain=constrain)
+    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
+
+
+def make_train_step(cfg: Config, tx, mesh, rules: Mapping[str, Any] = RULES, *, remat="none",
+                    donate: bool = True, abstract=None):
+    """``jax.jit(train_step)`` with the state's and the batch's shardings from ``rules`` on ``mesh``.
+
+    ``remat`` is a policy name (:data:`POLICIES`) or a ``jax.checkpoint_policies`` function;
+    ``donate=True`` lets the new state reuse the old state's memory (``donate_argnums``).
+    Lower and compile it ahead of time with ``.lower(state, batch).compile()``.
+    """
+    import jax
+    from jax.sharding import NamedSharding
+
+    abstract = abstract if abstract is not None else abstract_state(cfg, tx)
+    state_sh = shardings(abstract, rules, mesh)
+    batch_sh = batch_sharding(mesh, rules)
+
+    def constrain(x, axes):
+        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec_for(axes, rules, mesh)))
+
+    step = functools.partial(train_step, graph=graphdef(cfg), tx=tx, remat=remat_wrapper(remat), constrain=constrain)
+    return jax.jit(step, in_shardings=(state_sh, {"inputs": batch_sh, "targets": batch_sh}),
+                   out_shardings=(state_sh, NamedSharding(mesh, spec_for((), rules, mesh))),
+                   donate_argnums=(0,) if donate else ())
+
+
+def eval_step(cfg: Config):
+    """A compiled held-out loss: ``eval_step(cfg)(params, batch)``."""
+    import jax
+
+    graph = graphdef(cfg)
+    return jax.jit(lambda params, batch: loss_fn(params, graph, batch))
+
+
+# --------------------------------------------------------------------------- checkpoints (Orbax)
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint directory holds another model's checkpoints; nothing was written or deleted."""
+
+
+def _saved_config(directory: Path) -> tuple[int, dict] | None:
+    import orbax.checkpoint as ocp
+
+    with ocp.CheckpointManager(directory, item_names=("state", "config"),
+                               options=ocp.CheckpointManagerOptions(create=False)) as reader:
+        step = reader.latest_step()
+        if step is None:
+            return None
+        return step, dict(reader.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore())).config)
+
+
+def checkpoint_manager(directory: str | os.PathLike, cfg: Config, *, save_every: int = 100, keep: int = 3):
+    """An Orbax ``CheckpointManager`` for ``cfg``'s train state; refuses another model's directory.
+
+    Saves (asynchronously) every ``save_every`` steps and keeps the newest ``keep``. If the
+    directory already holds checkpoints of a different config, raises :class:`CheckpointMismatch`
+    *before* anything is written, so none of them is overwritten or cleaned up.
+    """
+    import orbax.checkpoint as ocp
+
+    directory = Path(directory).absolute()
+    if directory.exists() and any(directory.iterdir()):
+        found = _saved_config(directory)
+        if found is not None and Config.from_dict(found[1]) != cfg:
+            step, saved = found
+            diff = {k: (saved.get(k), v) for k, v in cfg.to_dict().items() if saved.get(k) != v}
+            raise CheckpointMismatch(
+                f"{directory} holds checkpoints (latest step {step}) of another model: "
+                + ", ".join(f"{k}={old} there, {new} here" for k, (old, new) in diff.items())
+                + f". Nothing was changed. Use a new directory for this model, or resume that run with "
+                  f"lm.Config.from_dict({saved})")
+    options = ocp.CheckpointManagerOptions(save_interval_steps=save_every, max_to_keep=keep, create=True)
+    return ocp.CheckpointManager(directory, item_names=("state", "config"), options=options)
+
+
+def save(manager, step: int, state: dict, cfg: Config, *, force: bool = False) -> bool:
+    """Save ``state`` as checkpoint ``step`` if the manager's interval says so (or ``force``)."""
+    import orbax.checkpoint as ocp
+
+    return manager.save(step, force=force, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                                  config=ocp.args.JsonSave(cfg.to_dict())))
+
+
+def restore(manager, cfg: Config, target, step: int | None = None) -> dict:
+    """The train state of checkpoint ``step`` (default: the latest), laid out like ``target``.
+
+    ``target`` is the abstract state (``abstract_state``) or a tree of ShapeDtypeStructs carrying
+    shardings: each array comes back in its shards on the mesh. A checkpoint of another config is a
+    :class:`CheckpointMismatch` naming it.
+    """
+    import jax
+    import orbax.checkpoint as ocp
+
+    step = manager.latest_step() if step is None else step
+    if step is None:
+        raise FileNotFoundError(f"no checkpoint in {manager.directory}: train first, or pass another directory")
+    saved = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore())).config
+    if Config.from_dict(saved) != cfg:
+        raise CheckpointMismatch(f"checkpoint {step} in {manager.directory} is of {Config.from_dict(saved)}, "
+                                 f"not {cfg}: restore it with lm.Config.from_dict(...) of the saved config")
+    target = jax.tree.map(lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=getattr(t, "sharding", None)),
+                          target)
+    return manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))).state
+
+
+def load(directory: str | os.PathLike, step: int | None = None):
+    """``(config, model)`` from a training run's checkpoint (the latest unless ``step``), on one device.
+
+    The config comes from the checkpoint itself, so a serving process needs nothing else.
+    """
+    import jax
+    import orbax.checkpoint as ocp
+
+    directory = Path(directory).absolute()
+    found = _saved_config(directory)
+    if found is None:
+        raise FileNotFoundError(f"no checkpoint in {directory}: train first (lm.train, or lesson 08 (training))")
+    cfg = Config.from_dict(found[1])
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    target = jax.tree.map(lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=device),
+                          abstract_state(cfg, optimizer()))
+    with ocp.CheckpointManager(directory, item_names=("state", "config"),
+                               options=ocp.CheckpointManagerOptions(create=False)) as manager:
+        state = restore(manager, cfg, target, found[0] if step is None else step)
+    return cfg, model_from(cfg, state["params"])
+
+
+# --------------------------------------------------------------------------- sampling
+
+def generate(model, prompt: str, length: int = 200, *, temperature: float = 0.8, seed: int = 0) -> str:
+    """``prompt`` continued by ``length`` sampled characters (a sliding window of ``seq_len``)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+
+    cfg = model.cfg
+    graph, params = nnx.split(model)
+
+    @jax.jit
+    def next_token(params, window, t, key):
+        logits = nnx.merge(graph, params)(window[None])[0, t - 1]
+        return jax.random.categorical(key, logits / max(temperature, 1e-4))
+
+    ids = list(encode(prompt)) or [ord("\n")]
+    key = jax.random.key(seed)
+    for _ in range(length):
+        context = ids[-cfg.seq_len:]
+        window = np.zeros(cfg.seq_len, np.int32)
+        window[:len(context)] = context
+        key, sub = jax.random.split(key)
+        ids.append(int(next_token(params, jnp.asarray(window), len(context), sub)))
+    return decode(ids[len(encode(prompt)):])
+
+
+# --------------------------------------------------------------------------- the training loop
+
+def train(cfg: Config, *, steps: int, batch: int, mesh=None, rules: Mapping[str, Any] = RULES,
+          ckpt_dir: str | os.PathLike | None = None, save_every: int = 10, seed: int = 0,
+          learning_rate: float = 3e-3, schedule_steps: int | None = None, corpus_chars: int = 2_000_000,
+          remat="none", on_step: Callable[[int, float], None] | None = None) -> dict[int, float]:
+    """Train up to step ``steps`` (resuming from ``ckpt_dir``'s latest checkpoint); return {step: loss}.
+
+    ``schedule_steps`` (default ``steps``) is the length the learning-rate schedule is laid out for,
+    so a run can stop early and still take exactly the steps a longer run takes.
+
+    The same loop as the lesson's, condensed: every process of a multi-host run calls it with the
+    same arguments; each reads its own slice of the data (:func:`dataset`).
+    """
+    import jax
+
+    mesh = mesh if mesh is not None else make_mesh(data=jax.device_count())
+    check_batch(batch, mesh, rules)
+    tx = optimizer(learning_rate, schedule_steps or steps)
+    text, _, _ = stdlib_corpus(corpus_chars)
+    ds = dataset(encode(text), cfg.seq_len, batch, seed=seed, process_index=jax.process_index(),
+                 process_count=jax.process_count())
+    abstract = abstract_state(cfg, tx, seed)
+    step_fn = make_train_step(cfg, tx, mesh, rules, remat=remat, abstract=abstract)
+    manager = checkpoint_manager(ckpt_dir, cfg, save_every=save_every) if ckpt_dir is not None else None
+    if manager is not None and manager.latest_step() is not None:
+        target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract,
+                              shardings(abstract, rules, mesh))
+        state = restore(manager, cfg, target)
+    else:
+        state = init_state(cfg, tx, seed, mesh, rules)
+    start = int(state["step"])
+    losses: dict[int, float] = {}
+    batches = device_prefetch(iter(ds[start:]), batch_sharding(mesh, rules))
+    try:
+        for s in range(start, steps):
+            state, loss = step_fn(state, next(batches))
+            losses[s + 1] = float(loss)
+            if manager is not None:
+                save(manager, s + 1, state, cfg)
+            if on_step is not None:
+                on_step(s + 1, losses[s + 1])
+        if manager is not None:
+            manager.wait_until_finished()
+            if start < steps and steps not in manager.all_steps():  # the last step, whatever the interval
+                save(manager, steps, state, cfg, force=True)
+                manager.wait_until_finished()
+    finally:
+        batches.close()
+        if manager is not None:
+            manager.close()
+    return losses
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tpututor.lm train ...``: train in this process, one JSON line per step on stdout."""
+    parser = argparse.ArgumentParser(prog="python -m tpututor.lm", description=main.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train (and resume from --ckpt-dir), printing {'step', 'loss'} lines")
+    t.add_argument("--profile", default="ci", choices=sorted(PROFILES))
+    t.add_argument("--config", help="a JSON Config overriding --profile")
+    t.add_argument("--steps", type=int, required=True)
+    t.add_argument("--batch", type=int, default=16)
+    t.add_argument("--ckpt-dir")
+    t.add_argument("--save-every", type=int, default=10)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--lr", type=float, default=3e-3)
+    t.add_argument("--schedule-steps", type=int, default=None, help="steps the learning-rate schedule spans")
+    t.add_argument("--corpus-chars", type=int, default=2_000_000)
+    t.add_argument("--mesh", default=None, help="data,fsdp,tensor sizes (default: every device on data)")
+    t.add_argument("--cpu-devices", type=int, default=None, help="simulate this many CPU devices in this process")
+    t.add_argument("--coordinator", help="host:port of process 0, for a multi-process run")
+    t.add_argument("--num-processes", type=int, default=1)
+    t.add_argument("--process-id", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    import jax
+
+    if args.cpu_devices:
+        jax.config.update("jax_num_cpu_devices", args.cpu_devices)
+    if args.coordinator:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator_address=args.coordinator, num_processes=args.num_processes,
+                                   process_id=args.process_id)
+    cfg = Config.from_dict(json.loads(args.config)) if args.config else PROFILES[args.profile]
+    mesh = make_mesh(*map(int, args.mesh.split(","))) if args.mesh else None
+
+    def report(step: int, loss: float) -> None:
+        print(json.dumps({"step": step, "loss": loss, "process": jax.process_index()}), flush=True)
+
+    start = time.perf_counter()
+    train(cfg, steps=args.steps, batch=args.batch, mesh=mesh, ckpt_dir=args.ckpt_dir, save_every=args.save_every,
+          seed=args.seed, learning_rate=args.lr, schedule_steps=args.schedule_steps,
+          corpus_chars=args.corpus_chars, on_step=report)
+    print(json.dumps({"done": True, "seconds": round(time.perf_counter() - start, 2)}), flush=True)
+    if args.coordinator:
+        jax.distributed.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
