@@ -40,7 +40,7 @@ def test_llama3_70b_on_a_full_v5p_pod_at_40_percent_mfu_takes_44_days():
 
 def test_llama3_70b_training_state_matches_the_scaling_books_memory_table():
     # same chapter, the minimum-TPUs question: bf16 params 2 * 70GB = 140GB, f32 optimizer 8 * 70GB = 560GB
-    p = plan.plan(70e9, 15e12, "v5p", 8960, 0.4, grad_bytes=0)
+    p = plan.plan(70e9, 15e12, "v5p", 8960, 0.4, param_bytes=2, grad_bytes=0)
     dp = p.memory["DP"]
     assert (dp.params_bytes, dp.grads_bytes, dp.optimizer_bytes) == (140 * GB, 0, 560 * GB)
     assert p.memory["FSDP"].total_bytes == pytest.approx(700 * GB / 8960)
@@ -48,8 +48,8 @@ def test_llama3_70b_training_state_matches_the_scaling_books_memory_table():
 
 def test_the_largest_pure_data_parallel_model_is_hbm_over_10_bytes_per_parameter():
     # training.md, "Data Parallelism": params + Adam = 2 + 8 = 10 bytes per parameter, so on a 96GB v5p about 9B
-    fits = plan.plan(9e9, 1e12, "v5p", 8, grad_bytes=0, hbm_bytes=96 * GB)
-    too_big = plan.plan(9.7e9, 1e12, "v5p", 8, grad_bytes=0, hbm_bytes=96 * GB)
+    fits = plan.plan(9e9, 1e12, "v5p", 8, param_bytes=2, grad_bytes=0, hbm_bytes=96 * GB)
+    too_big = plan.plan(9.7e9, 1e12, "v5p", 8, param_bytes=2, grad_bytes=0, hbm_bytes=96 * GB)
     assert fits.fits("DP") and not too_big.fits("DP")
     assert fits.memory["DP"].total_bytes == 90 * GB
     assert too_big.fits("FSDP"), "FSDP over 8 chips holds what one chip cannot"
@@ -64,13 +64,45 @@ def test_two_pods_at_half_mfu_train_llama3_70b_in_about_17_days():
 # ----------------------------------------------------------------- the model itself
 
 
+def test_the_default_state_is_16_bytes_per_parameter_as_lesson_08_trains():
+    p = plan.plan(1e9, 1e10, "v6e", 8)
+    dp = p.memory["DP"]
+    assert (dp.params_bytes, dp.grads_bytes, dp.optimizer_bytes) == (4e9, 4e9, 8e9)
+    assert "= 16 in all" in " ".join(p.assumptions)
+
+
 def test_fsdp_splits_the_training_state_over_every_chip_and_dp_does_not():
     p = plan.plan(8e9, 1e12, "v5p", 256, 0.4)
     dp, fsdp = p.memory["DP"], p.memory["FSDP"]
-    assert dp.total_bytes == 8e9 * 12 and fsdp.total_bytes == pytest.approx(dp.total_bytes / 256)
+    assert dp.total_bytes == 8e9 * 16 and fsdp.total_bytes == pytest.approx(dp.total_bytes / 256)
     assert dp.hbm_bytes == hardware.lookup("v5p").hbm_bytes == fsdp.hbm_bytes
-    assert dp.fits and dp.free_bytes == pytest.approx(dp.hbm_bytes - dp.total_bytes)
-    assert not plan.plan(8e9, 1e12, "v5e", 256).memory["DP"].fits, "96 GB of state does not fit a 16 GiB v5e"
+    assert not dp.fits and dp.free_bytes < 0 and dp.free_bytes == pytest.approx(dp.hbm_bytes - dp.total_bytes)
+    assert fsdp.fits and plan.plan(5e9, 1e12, "v5p", 256).memory["DP"].fits, "80 GB of state fits a 95 GiB v5p"
+
+
+def test_the_text_says_state_only_and_what_is_left_for_activations():
+    text = plan.plan(8e9, 1e12, "v5p", 256, 0.4).text()
+    fsdp = plan.plan(8e9, 1e12, "v5p", 256, 0.4).memory["FSDP"]
+    assert f"FSDP: fits (state only, {fsdp.free_bytes / 2**30:.1f} GiB left for activations" in text
+    assert "DP: does NOT fit" in text
+
+
+@pytest.mark.parametrize("chip, chips, name, counts", [("v5p", 256, "v5p-512", "TensorCores, two per chip"),
+                                                       ("v6e", 64, "v6e-64", "v6e names count chips"),
+                                                       ("v5e", 16, "v5litepod-16", "v5e names count chips")])
+def test_the_plan_names_the_slice_so_chips_and_tensorcores_are_not_confused(chip, chips, name, counts):
+    p = plan.plan(1e9, 1e10, chip, chips)
+    assert p.slice_name == name and cost.chips_in(name) == chips
+    assert f"accelerator type {name} (" in p.text() and counts in p.text() and "quota" in p.text()
+    assert p.to_dict()["slice_name"] == name
+    assert plan.plan(1e9, 1e10, "H100", 8, region="us-east4").slice_name is None
+
+
+def test_a_doubtful_price_row_is_named_in_the_cost_basis():
+    p = plan.plan(1e9, 2e10, "H100", 8, 0.4, region="us-central1")
+    assert p.price_basis.startswith("DOUBTFUL row") and "--price" in p.price_basis
+    assert "UNVERIFIED row" in plan.plan(1e9, 2e10, "H100", 8, region="us-east4").price_basis
+    assert "row" not in plan.plan(1e9, 2e10, "v6e", 8).price_basis.split(",")[0]
 
 
 def test_time_and_cost_follow_from_flops_peak_mfu_and_the_price_table():
@@ -100,7 +132,7 @@ def test_every_assumption_is_listed_with_the_result():
     p = plan.plan(8e9, 1e12, "v5p", 256, 0.4)
     text = " ".join(p.assumptions)
     for needle in ("6 x parameters x tokens", "MFU 40%", "bytes per parameter", "FSDP", "activations",
-                   "HBM 95.0 GiB", "perfect scaling", "cost ="):
+                   "HBM 95.0 GiB", "perfect scaling", "cost =", "READY", "256 means chips", "v5p-512", "quota"):
         assert needle in text, needle
     assert p.to_dict()["assumptions"] == p.assumptions
 
@@ -133,13 +165,20 @@ def test_transformer_params_counts_a_plain_mlp_and_tied_embeddings():
 def test_the_cli_prints_memory_time_cost_and_assumptions(capsys):
     assert cli.main(["plan", "--params", "8e9", "--tokens", "1e12", "--chip", "v5p", "--chips", "256"]) == 0
     out = capsys.readouterr().out
-    for needle in ("memory per chip (GiB)", "FSDP", "fits?", "days", "on demand $4.20/chip-h", "spot", "assumptions:"):
+    for needle in ("memory per chip (GiB)", "FSDP", "fits? (state only)", "days", "on demand $4.20/chip-h", "spot",
+                   "assumptions:", "v5p-512"):
         assert needle in out, needle
+
+
+def test_the_cli_defaults_to_16_bytes_per_parameter(capsys):
+    assert cli.main(["plan", "--params", "1e9", "--tokens", "1e10", "--chip", "v6e", "--chips", "8", "--json"]) == 0
+    dp = json.loads(capsys.readouterr().out)["memory_per_chip"]["DP"]
+    assert dp["total_bytes"] == 16e9
 
 
 def test_the_cli_json_reproduces_the_scaling_book_llama_run(capsys):
     assert cli.main(["plan", "--params", "70e9", "--tokens", "15e12", "--chip", "v5p", "--chips", "8960",
-                     "--mfu", "0.4", "--grad-bytes", "0", "--json"]) == 0
+                     "--mfu", "0.4", "--param-bytes", "2", "--grad-bytes", "0", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["seconds"] == pytest.approx(3.8e6, rel=0.01) and round(doc["days"]) == 44
     assert doc["memory_per_chip"]["DP"]["params_bytes"] == 140e9
@@ -200,44 +239,96 @@ def test_tpu7x_and_nonsense_types_are_errors_and_unknown_zones_a_warning():
     assert unknown[0].level == "warning" and "accelerator-types list" in unknown[0].fix
 
 
-def test_security_defaults_are_warnings_and_a_locked_down_request_is_clean():
+CLOUD = "https://www.googleapis.com/auth/cloud-platform"
+TIGHT = {"acceleratorType": "v5litepod-8", "networkConfig": {"enableExternalIps": False},
+         "serviceAccount": {"email": "job@p.iam.gserviceaccount.com", "scope": [CLOUD]},
+         "metadata": {"enable-oslogin": "TRUE"}, "shieldedInstanceConfig": {"enableSecureBoot": True}}
+
+
+def test_security_defaults_are_warnings_and_a_locked_down_request_has_only_notes():
     loose = plan.review({"acceleratorType": "v5litepod-8", "networkConfig": {"enableExternalIps": True},
-                         "serviceAccount": {"email": "default", "scope": ["https://www.googleapis.com/auth/cloud-platform"]}},
-                        "us-central1-a")
-    assert {f.check for f in loose} == {"external IP", "service account", "scopes", "OS Login"}
+                         "serviceAccount": {"email": "default", "scope": [CLOUD]}}, "us-central1-a")
+    assert {f.check for f in loose} == {"external IP", "service account", "scopes", "OS Login", "secure boot"}
     assert all(f.level == "warning" for f in loose)
-    tight = {"acceleratorType": "v5litepod-8", "networkConfig": {"enableExternalIps": False},
-             "serviceAccount": {"email": "job@p.iam.gserviceaccount.com"}, "metadata": {"enable-oslogin": "TRUE"}}
-    assert plan.review(tight, "us-central1-a") == []
+    assert "roles/iam.serviceAccountUser" in [f for f in loose if f.check == "service account"][0].fix
+    found = plan.review(TIGHT, "us-central1-a")
+    assert [(f.level, f.check) for f in found] == [("note", "no external IP")]
+    assert "Private Google Access" in found[0].message and "Cloud NAT" in found[0].message
 
 
-def test_review_reads_the_official_clients_node_too():
+@pytest.mark.parametrize("account", [{"email": "1234-compute@developer.gserviceaccount.com", "scope": [CLOUD]},
+                                     {"email": "", "scope": []}, {}])
+def test_the_default_compute_account_with_a_broad_or_empty_scope_is_flagged(account):
+    request = {**TIGHT, "serviceAccount": account}
+    assert {"service account", "scopes"} <= {f.check for f in plan.review(request, "us-central1-a")}
+
+
+def test_spot_needs_preemptible_quota_and_errors_come_before_warnings_and_notes():
+    found = plan.review({**TIGHT, "schedulingConfig": {"spot": True}}, "us-central1-a")
+    assert [f.level for f in found] == sorted((f.level for f in found), key=["error", "warning", "note"].index)
+    quota = [f for f in found if f.check == "quota"]
+    assert quota and quota[0].level == "note" and "preemptible" in quota[0].message and "tpu/docs/quota" in quota[0].fix
+
+
+def test_a_queued_resources_spot_tier_counts_as_spot():
+    qr = {"tpu": {"nodeSpec": [{"parent": "p", "nodeId": "n", "node": dict(TIGHT, acceleratorType="v5litepod-16")}]},
+          "spot": {}}
+    assert [f.check for f in plan.review(qr, "us-central1-a") if f.level == "error"] == ["spot"]
+    assert not [f for f in plan.review(qr, "us-central1-a", checkpoint_uri="gs://b/r") if f.level != "note"]
+    on_demand = {k: v for k, v in qr.items() if k != "spot"}
+    assert not [f for f in plan.review(on_demand, "us-central1-a") if f.check in ("spot", "quota")]
+
+
+def test_review_reads_the_official_clients_node_and_queued_resource_too():
     tpu_v2 = pytest.importorskip("google.cloud.tpu_v2")
     node = tpu_v2.Node(accelerator_type="v6e-8", scheduling_config=tpu_v2.SchedulingConfig(spot=True),
                        metadata={"enable-oslogin": "TRUE"},
-                       service_account=tpu_v2.ServiceAccount(email="job@p.iam.gserviceaccount.com"))
+                       service_account=tpu_v2.ServiceAccount(email="job@p.iam.gserviceaccount.com"),
+                       shielded_instance_config=tpu_v2.ShieldedInstanceConfig(enable_secure_boot=True))
     assert [f.check for f in plan.review(node, "us-central1-a") if f.level == "error"] == ["zone", "spot"]
+    assert "secure boot" not in {f.check for f in plan.review(node, "us-central1-a")}
+    qr = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
+        parent="p", node_id="n", node=tpu_v2.Node(accelerator_type="v5litepod-16"))]), spot=tpu_v2.QueuedResource.Spot())
+    assert "spot" in [f.check for f in plan.review(qr, "us-central1-a") if f.level == "error"]
+    qr_od = tpu_v2.QueuedResource(tpu=qr.tpu)
+    assert "spot" not in [f.check for f in plan.review(qr_od, "us-central1-a")]
 
 
 # ----------------------------------------------------------------- VMs left running
 
 
-def test_forgotten_finds_old_ready_nodes_skips_kept_and_stopped_ones_and_prices_them():
+EAST5 = "projects/p/locations/us-east5-a/nodes/"
+
+
+def test_forgotten_finds_old_ready_nodes_skips_kept_and_stopped_ones_and_prices_them_where_they_run():
     now = datetime(2026, 12, 7, 6, tzinfo=timezone.utc)
     nodes = [
-        {"name": "p/nodes/weekend", "acceleratorType": "v6e-16", "state": "READY", "createTime": "2026-12-04T18:00:00Z"},
-        {"name": "p/nodes/kept", "acceleratorType": "v6e-8", "state": "READY", "labels": {"keep": "true"},
+        {"name": EAST5 + "weekend", "acceleratorType": "v6e-16", "state": "READY", "createTime": "2026-12-04T18:00:00Z"},
+        {"name": EAST5 + "kept", "acceleratorType": "v6e-8", "state": "READY", "labels": {"keep": "true"},
          "createTime": "2026-11-01T00:00:00Z"},
-        {"name": "p/nodes/stopped", "acceleratorType": "v6e-8", "state": "STOPPED", "createTime": "2026-11-01T00:00:00Z"},
-        {"name": "p/nodes/fresh", "acceleratorType": "v6e-8", "state": "READY",
+        {"name": EAST5 + "stopped", "acceleratorType": "v6e-8", "state": "STOPPED", "createTime": "2026-11-01T00:00:00Z"},
+        {"name": EAST5 + "fresh", "acceleratorType": "v6e-8", "state": "READY",
          "createTime": (now - timedelta(hours=2)).isoformat()},
-        {"name": "p/nodes/old-v4", "acceleratorType": "v4-8", "state": "READY", "createTime": "2026-12-06T00:00:00Z"},
+        {"name": "projects/p/locations/us-central2-b/nodes/old-v4", "acceleratorType": "v4-8", "state": "READY",
+         "createTime": "2026-12-06T00:00:00Z"},
     ]
     found = plan.forgotten(nodes, now, max_hours=12)
-    assert [f.name for f in found] == ["p/nodes/weekend", "p/nodes/old-v4"]
+    assert [f.name.rsplit("/", 1)[-1] for f in found] == ["weekend", "old-v4"]
     weekend = found[0]
-    assert weekend.hours == 60 and weekend.cost_usd == pytest.approx(16 * 60 * cost.price("v6e").on_demand_usd)
+    assert weekend.hours == 60 and weekend.region == "us-east5"
+    assert weekend.cost_usd == pytest.approx(16 * 60 * cost.price("v6e", "us-east5").on_demand_usd)
+    assert "v6e in us-east5" in weekend.basis
     assert found[1].cost_usd is None and "price_per_chip_hour=" in found[1].basis
     with pytest.raises(ValueError, match="max_hours must be a non-negative number"):
         plan.forgotten(nodes, now, max_hours=-1)
     assert math.isclose(plan.forgotten(nodes, now, max_hours=0)[0].hours, 60)
+
+
+def test_forgotten_says_so_when_it_prices_a_node_outside_its_region():
+    now = datetime(2026, 12, 7, 6, tzinfo=timezone.utc)
+    node = {"name": "projects/p/locations/us-west4-a/nodes/x", "acceleratorType": "v5litepod-8", "state": "READY",
+            "createTime": "2026-12-06T06:00:00Z"}
+    assert plan.forgotten([node], now)[0].cost_usd is None
+    priced = plan.forgotten([node], now, fallback_region="us-central1")[0]
+    assert priced.cost_usd == pytest.approx(8 * 24 * cost.price("v5e", "us-central1").on_demand_usd)
+    assert priced.basis.startswith("no us-west4 price in tpututor's table; priced at us-central1")

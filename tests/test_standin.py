@@ -101,20 +101,64 @@ def test_the_official_client_creates_gets_lists_stops_starts_and_deletes_a_node(
     tpu_v2, client = tpu
     parent = api.parent(ZONE)
     request = tpu_v2.CreateNodeRequest(parent=parent, node_id="t1", node=tpu_v2.Node(
-        accelerator_type="v5litepod-8", runtime_version="v2-alpha-tpuv5-lite", labels={"job": "x"},
-        scheduling_config=tpu_v2.SchedulingConfig(spot=True)))
-    node = client.create_node(request=request).result(timeout=10)
+        accelerator_type="v5litepod-8", runtime_version="v2-alpha-tpuv5-lite", labels={"job": "x"}))
+    operation = client.create_node(request=request)
+    assert [n.state for n in client.list_nodes(parent=parent)] == [tpu_v2.Node.State.CREATING]
+    node = operation.result(timeout=10)
     assert isinstance(node, tpu_v2.Node) and node.name == f"{parent}/nodes/t1"
-    assert node.state == tpu_v2.Node.State.READY and node.scheduling_config.spot and node.labels["job"] == "x"
-    assert node.create_time.tzinfo is not None
+    assert node.state == tpu_v2.Node.State.READY and node.labels["job"] == "x"
+    assert node.create_time.tzinfo is not None and node.network_config.enable_external_ips is False
     assert [n.name for n in client.list_nodes(parent=parent)] == [node.name]
     assert client.get_node(request=tpu_v2.GetNodeRequest(name=node.name)).accelerator_type == "v5litepod-8"
-    client.stop_node(request=tpu_v2.StopNodeRequest(name=node.name)).result(timeout=10)
+    stopping = client.stop_node(request=tpu_v2.StopNodeRequest(name=node.name))
+    assert client.get_node(name=node.name).state == tpu_v2.Node.State.STOPPING
+    stopping.result(timeout=10)
     assert client.get_node(name=node.name).state == tpu_v2.Node.State.STOPPED
     client.start_node(request=tpu_v2.StartNodeRequest(name=node.name)).result(timeout=10)
-    client.delete_node(request=tpu_v2.DeleteNodeRequest(name=node.name)).result(timeout=10)
+    deleting = client.delete_node(request=tpu_v2.DeleteNodeRequest(name=node.name))
+    assert [n.state for n in client.list_nodes(parent=parent)] == [tpu_v2.Node.State.DELETING]
+    deleting.result(timeout=10)
     assert list(client.list_nodes(parent=parent)) == []
     assert ("POST", f"/v2/{parent}/nodes") in api.requests
+    polls = [path for method, path in api.requests if method == "GET" and "/operations/" in path]
+    assert len(polls) == 4, "create, stop, start and delete were each waited on by polling their operation"
+
+
+def test_an_operation_finishes_only_when_polled_or_settled(api):
+    parent = api.parent(ZONE)
+    body = json.dumps({"acceleratorType": "v5litepod-4", "runtimeVersion": "x"}).encode()
+    request = urllib.request.Request(f"{api.endpoint}/v2/{parent}/nodes?nodeId=a", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as reply:
+        op = json.loads(reply.read())
+    assert op["done"] is False and "response" not in op and op["metadata"]["verb"] == "create"
+    with urllib.request.urlopen(f"{api.endpoint}/v2/{op['name']}", timeout=5) as reply:
+        polled = json.loads(reply.read())
+    assert polled["done"] is True and polled["response"]["state"] == "READY"
+    slow = standin.StandIn(operation_polls=3).start()
+    try:
+        slow.seed(ZONE, "b", "v5litepod-4", created=datetime.now(timezone.utc))
+        request = urllib.request.Request(f"{slow.endpoint}/v2/{slow.parent(ZONE)}/nodes/b", method="DELETE")
+        urllib.request.urlopen(request, timeout=5).close()
+        assert slow.settle() == 1 and slow.settle() == 0
+        with urllib.request.urlopen(f"{slow.endpoint}/v2/{slow.parent(ZONE)}/nodes", timeout=5) as reply:
+            assert json.loads(reply.read()) == {"nodes": []}
+    finally:
+        slow.stop()
+
+
+def test_stop_and_start_are_refused_for_spot_and_multi_host_nodes(tpu, api):
+    tpu_v2, client = tpu
+    from google.api_core import exceptions
+
+    born = datetime.now(timezone.utc)
+    spot = api.seed(ZONE, "spot", "v5litepod-8", created=born, spot=True)
+    big = api.seed(ZONE, "big", "v5litepod-16", created=born)
+    with pytest.raises(exceptions.BadRequest, match="spot or preemptible TPU cannot be stopped"):
+        client.stop_node(request=tpu_v2.StopNodeRequest(name=spot))
+    with pytest.raises(exceptions.BadRequest, match="only available with single TPU nodes"):
+        client.stop_node(request=tpu_v2.StopNodeRequest(name=big))
+    assert standin.single_host("v5p-8") and not standin.single_host("v5p-16") and standin.single_host("v6e-8")
 
 
 def test_a_queued_resource_waits_then_becomes_active_and_force_deletes_its_node(tpu, api):
@@ -126,18 +170,60 @@ def test_a_queued_resource_waits_then_becomes_active_and_force_deletes_its_node(
     made = client.create_queued_resource(request=tpu_v2.CreateQueuedResourceRequest(
         parent=parent, queued_resource_id="qr1", queued_resource=qr)).result(timeout=10)
     states = [made.state.state.name] + [client.get_queued_resource(name=made.name).state.state.name for _ in range(4)]
-    assert states == ["ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE", "ACTIVE"]
+    assert states == ["CREATING", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE", "ACTIVE"]
     node = client.get_node(name=f"{parent}/nodes/q1")
-    assert node.state == tpu_v2.Node.State.READY and node.scheduling_config.spot
+    assert node.state == tpu_v2.Node.State.READY and node.scheduling_config.spot and node.queued_resource == made.name
     assert [q.name for q in client.list_queued_resources(parent=parent)] == [made.name]
     from google.api_core import exceptions
 
     with pytest.raises(exceptions.BadRequest, match="pass force=True"):
         client.delete_queued_resource(name=made.name).result(timeout=10)
-    with pytest.raises(exceptions.BadRequest, match="belongs to queued resource"):
-        client.delete_node(name=node.name).result(timeout=10)
     client.delete_queued_resource(request=tpu_v2.DeleteQueuedResourceRequest(name=made.name, force=True)).result(timeout=10)
     assert list(client.list_nodes(parent=parent)) == [] and list(client.list_queued_resources(parent=parent)) == []
+
+
+def queue(tpu_v2, client, api, qid, node_id, **policy):
+    parent = api.parent(ZONE)
+    qr = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
+        parent=parent, node_id=node_id, node=tpu_v2.Node(accelerator_type="v5litepod-8", runtime_version="x"))]),
+        spot=tpu_v2.QueuedResource.Spot(), queueing_policy=tpu_v2.QueuedResource.QueueingPolicy(**policy))
+    return client.create_queued_resource(request=tpu_v2.CreateQueuedResourceRequest(
+        parent=parent, queued_resource_id=qid, queued_resource=qr)).result(timeout=10)
+
+
+def test_deleting_or_preempting_a_queued_resources_node_suspends_the_request(tpu, api):
+    tpu_v2, client = tpu
+    State = tpu_v2.QueuedResourceState.State
+    made = queue(tpu_v2, client, api, "qa", "na")
+    while client.get_queued_resource(name=made.name).state.state != State.ACTIVE:
+        pass
+    deleting = client.delete_node(name=f"{api.parent(ZONE)}/nodes/na")
+    assert client.get_queued_resource(name=made.name).state.state == State.SUSPENDING
+    deleting.result(timeout=10)
+    got = client.get_queued_resource(name=made.name).state
+    assert got.state == State.SUSPENDED and got.state_initiator == tpu_v2.QueuedResourceState.StateInitiator.USER
+    client.delete_queued_resource(name=made.name).result(timeout=10)  # no force needed once suspended
+    other = queue(tpu_v2, client, api, "qb", "nb")
+    while client.get_queued_resource(name=other.name).state.state != State.ACTIVE:
+        pass
+    api.preempt(f"{api.parent(ZONE)}/nodes/nb")
+    got = client.get_queued_resource(name=other.name).state
+    assert got.state == State.SUSPENDED and got.state_initiator == tpu_v2.QueuedResourceState.StateInitiator.SERVICE
+
+
+def test_a_request_that_outlives_its_valid_until_time_fails_and_stays_until_deleted(tpu, api):
+    tpu_v2, client = tpu
+    State = tpu_v2.QueuedResourceState.State
+    made = queue(tpu_v2, client, api, "late", "nl", valid_until_duration={"seconds": 6 * 3600})
+    assert client.get_queued_resource(name=made.name).state.state == State.WAITING_FOR_RESOURCES
+    api.advance(hours=7)
+    failed = client.get_queued_resource(name=made.name)
+    assert failed.state.state == State.FAILED and "valid-until" in failed.state.failed_data.error.message
+    assert [q.state.state for q in client.list_queued_resources(parent=api.parent(ZONE))] == [State.FAILED]
+    client.delete_queued_resource(name=made.name).result(timeout=10)
+    assert list(client.list_queued_resources(parent=api.parent(ZONE))) == []
+    with pytest.raises(ValueError, match="moves the clock forward"):
+        api.advance(hours=-1)
 
 
 def test_the_api_refuses_a_type_the_zone_lacks_tpu7x_duplicates_and_strangers(tpu, api):
@@ -185,8 +271,37 @@ def test_seeded_preempted_and_maintained_nodes_look_as_the_service_shows_them(tp
     steady = api.seed(ZONE, "steady", "v5litepod-8", created=datetime.now(timezone.utc))
     with pytest.raises(ValueError, match="not a spot or preemptible node"):
         api.preempt(steady)
-    api.schedule_maintenance(steady, in_hours=5)
-    assert client.get_node(name=steady).health == tpu_v2.Node.Health.UNHEALTHY_MAINTENANCE
+
+
+def test_upcoming_maintenance_is_a_v2alpha1_notice_and_health_changes_only_during_the_window(tpu, api):
+    tpu_v2, client = tpu
+    tpu_v2alpha1 = pytest.importorskip("google.cloud.tpu_v2alpha1")
+    name = api.seed(ZONE, "m", "v5litepod-8", created=datetime.now(timezone.utc))
+    api.schedule_maintenance(name, in_hours=30, hours=4)
+
+    def alpha():
+        with urllib.request.urlopen(f"{api.endpoint}/v2alpha1/{name}", timeout=5) as reply:
+            return tpu_v2alpha1.Node.from_json(reply.read(), ignore_unknown_fields=True)
+
+    Status = tpu_v2alpha1.UpcomingMaintenance.MaintenanceStatus
+    notice = alpha().upcoming_maintenance
+    assert notice.type_ == tpu_v2alpha1.UpcomingMaintenance.MaintenanceType.SCHEDULED
+    assert notice.maintenance_status == Status.PENDING and notice.can_reschedule
+    assert client.get_node(name=name).health == tpu_v2.Node.Health.HEALTHY
+    assert "upcomingMaintenance" not in json.loads(urllib.request.urlopen(f"{api.endpoint}/v2/{name}", timeout=5).read())
+    api.advance(hours=31)
+    assert alpha().upcoming_maintenance.maintenance_status == Status.ONGOING
+    assert client.get_node(name=name).health == tpu_v2.Node.Health.UNHEALTHY_MAINTENANCE
+    api.advance(hours=4)
+    assert client.get_node(name=name).health == tpu_v2.Node.Health.HEALTHY and not alpha().upcoming_maintenance
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(urllib.request.Request(f"{api.endpoint}/v2alpha1/{name}", method="DELETE"), timeout=5)
+
+
+def test_seeded_nodes_get_their_generations_runtime(api):
+    name = api.seed("us-east5-a", "s", "v6e-8", created=datetime.now(timezone.utc))
+    with urllib.request.urlopen(f"{api.endpoint}/v2/{name}", timeout=5) as reply:
+        assert json.loads(reply.read())["runtimeVersion"] == "v2-alpha-tpuv6e"
 
 
 def test_accelerator_types_come_from_the_zone_table(tpu, api):

@@ -129,6 +129,22 @@ def test_chips_in_a_slice(name, chips):
     assert cost.chips_in(name) == chips
 
 
+@pytest.mark.parametrize("generation, chips, name", [("v5p", 4, "v5p-8"), ("v5p", 16, "v5p-32"), ("v6e", 16, "v6e-16"),
+                                                     ("v5e", 8, "v5litepod-8"), ("v4", 16, "v4-32")])
+def test_slice_name_is_the_inverse_of_chips_in(generation, chips, name):
+    assert cost.slice_name(generation, chips) == name and cost.chips_in(name) == chips
+    assert cost.slice_name("7x", 8) is None
+    with pytest.raises(ValueError, match="whole number >= 1"):
+        cost.slice_name("v5p", 0)
+
+
+@pytest.mark.parametrize("where, region", [("us-east5-a", "us-east5"), ("projects/p/locations/europe-west4-b/nodes/n", "europe-west4")])
+def test_region_of_a_zone_or_a_resource_name(where, region):
+    assert cost.region_of(where) == region
+    with pytest.raises(ValueError, match="is not a zone"):
+        cost.region_of("us-east5")
+
+
 def test_estimate_is_chips_times_price_times_hours():
     e = cost.estimate("v6e-16", 2.5, hours=3)
     assert (e.per_hour, e.per_day, e.total) == (40.0, 960.0, 120.0)
@@ -174,9 +190,10 @@ def test_a_price_the_table_lacks_is_a_clear_error_naming_the_fix(chip, region):
             cost.estimate(chip, region=region)
 
 
-def test_price_table_renders_every_row_with_its_source():
+def test_price_table_renders_every_row_with_its_source_and_status():
     table = cost.price_table()
     assert table.count("\n") == 1 + len(cost.prices()) and "skypilot-catalog" in table
+    assert "**doubtful**" in table and "**unverified**" in table and "as read" in table
     assert cost.price_table("europe-west4").count("europe-west4") == sum(p.region == "europe-west4" for p in cost.prices())
 
 
@@ -201,6 +218,9 @@ def test_the_h100_is_priced_per_gpu_hour_per_region_with_its_source():
     assert {(p.chip, p.region) for p in gpus} >= {("H100", "us-central1"), ("H100", "us-east4"), ("H100", "europe-west4")}
     for p in gpus:
         assert p.source.startswith("https://") and "a3-highgpu-8g" in p.notes and "over 8 GPUs" in p.notes
+        assert not p.trusted and "gpus-pricing" in p.notes, "no H100 row was checked against Google's GPU pricing page"
+    assert cost.price("H100", "us-central1").status == "doubtful" and "DOUBTFUL" in cost.price("H100", "us-central1").notes
+    assert all(p.trusted for p in cost.prices() if p.kind == "tpu")
     assert cost.price("H100", "us-east4").on_demand_usd == pytest.approx((78.37241 + 9.46006) / 8, rel=1e-4)
     with pytest.raises(ValueError, match="compute/gpus-pricing"):
         cost.price("H100", "asia-east9")

@@ -69,13 +69,15 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--params", type=_plan_number("--params", "8e9"), required=True, help="model parameters, e.g. 8e9")
     pl.add_argument("--tokens", type=_plan_number("--tokens", "1e12"), required=True, help="training tokens, e.g. 1e12")
     pl.add_argument("--chip", required=True, help="chip-table name: v5e, v5p, v6e, 7x, H100, ... (tpututor chips)")
-    pl.add_argument("--chips", type=_positive_int, required=True, help="how many chips (or GPUs)")
+    pl.add_argument("--chips", type=_positive_int, required=True,
+                    help="how many chips (or GPUs), not TensorCores: a v5p-8 slice is 4 chips")
     pl.add_argument("--mfu", type=_plan_fraction, default=0.4, help="model FLOPs utilisation, 0-1 (default 0.4)")
     pl.add_argument("--region", default="us-central1", help="price-table region (default us-central1)")
     pl.add_argument("--price", type=_plan_number("--price", "2.70"), default=None, metavar="USD",
                     help="your on-demand price per chip-hour (default: the table's list price)")
-    pl.add_argument("--param-bytes", type=_plan_bytes, default=2.0, help="bytes per weight (default 2, bf16)")
-    pl.add_argument("--grad-bytes", type=_plan_bytes, default=2.0, help="bytes per gradient (default 2, bf16)")
+    pl.add_argument("--param-bytes", type=_plan_bytes, default=4.0,
+                    help="bytes per weight (default 4, f32 master weights as lesson 08 (training) trains; 2 for bf16)")
+    pl.add_argument("--grad-bytes", type=_plan_bytes, default=4.0, help="bytes per gradient (default 4, f32)")
     pl.add_argument("--optimizer-bytes", type=_plan_bytes, default=8.0,
                     help="optimizer bytes per parameter (default 8, Adam's two f32 moments)")
     pl.add_argument("--json", action="store_true", help="print a JSON document instead of text")

@@ -1,14 +1,19 @@
 """What a TPU run, or a forgotten TPU VM, costs: chip-hours times a dated, sourced price.
 
-TPU VMs bill per chip-hour while they exist (READY), whether or not they compute. Prices differ
-by generation, region and commitment (on demand, spot, committed use) and they change, so every
-row of ``data/tpu_prices.csv`` names its source and the date it was read, and
-:func:`estimate` also takes a price you looked up yourself (https://cloud.google.com/tpu/pricing).
+Cloud TPU charges accrue while a node is READY, whether or not it computes (Google's pricing
+page). Prices differ by generation, region and commitment (on demand, spot, committed use) and
+they change, so every row of ``data/tpu_prices.csv`` names its source and the date it was read,
+and :func:`estimate` also takes a price you looked up yourself (https://cloud.google.com/tpu/pricing).
+
+Accelerator-type names count different things: v5e (``v5litepod-N``) and v6e names count chips,
+v2, v3, v4 and v5p names count TensorCores, two per chip (:func:`chips_in`, :func:`slice_name`).
 
 ``data/gpu_prices.csv`` holds GPU prices for comparison (an H100 per GPU-hour, the share of its
-8-GPU VM, host included), read the same way. Committed-use (1- and 3-year) columns exist in both
-tables but are empty where no source read here published them: asking for one is an error that
-says where the number comes from (your contract, or the pricing page).
+8-GPU VM, host included), read the same way. A row's ``status`` says how far to trust it: empty
+for a list price as read, ``unverified`` where it could not be checked against Google's own page,
+``doubtful`` where the source contradicts itself (the row's notes say how). Committed-use (1- and
+3-year) columns exist in both tables but are empty where no source read here published them:
+asking for one is an error that says where the number comes from (your contract, or the pricing page).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from functools import lru_cache
 from .hardware import data_rows, number
 from .runtime import parse_accelerator_type
 
-__all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in", "regions", "COMMITMENTS"]
+__all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in", "slice_name", "regions",
+           "region_of", "COMMITMENTS"]
 
 PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
 GPU_PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
@@ -39,6 +45,31 @@ def chips_in(accelerator_type: str) -> int:
     return parsed[1]
 
 
+_NAME_PREFIX = {"v5e": ("v5litepod", 1), "v6e": ("v6e", 1), "v5p": ("v5p", 2), "v4": ("v4", 2),
+                "v3": ("v3", 2), "v2": ("v2", 2)}
+
+
+def slice_name(generation: str, chips: int) -> str | None:
+    """The accelerator-type name of ``chips`` chips of ``generation``: ``("v5p", 4)`` -> ``"v5p-8"``,
+    ``("v6e", 16)`` -> ``"v6e-16"``; None for a generation whose naming the table does not know."""
+    if not isinstance(chips, int) or isinstance(chips, bool) or chips < 1:
+        raise ValueError(f"chips must be a whole number >= 1, got {chips!r}")
+    known = _NAME_PREFIX.get(generation)
+    return None if known is None else f"{known[0]}-{chips * known[1]}"
+
+
+def region_of(zone_or_name: str) -> str:
+    """The region of a zone or a resource name: ``"us-east5-a"`` or
+    ``"projects/p/locations/us-east5-a/nodes/x"`` -> ``"us-east5"``."""
+    text = str(zone_or_name)
+    if "/locations/" in text:
+        text = text.split("/locations/", 1)[1].split("/", 1)[0]
+    head, sep, tail = text.rpartition("-")
+    if not sep or not head or len(tail) != 1 or not tail.isalpha():
+        raise ValueError(f"{zone_or_name!r} is not a zone like 'us-east5-a' (or a name under projects/*/locations/<zone>)")
+    return head
+
+
 @dataclass(frozen=True)
 class Price:
     """List price of one chip-hour (TPU) or GPU-hour (GPU) in a region, with where and when it was read."""
@@ -53,6 +84,12 @@ class Price:
     commit_1y_usd: float | None = None
     commit_3y_usd: float | None = None
     kind: str = "tpu"  # "tpu" (per chip-hour) or "gpu" (per GPU-hour, its share of the VM)
+    status: str = ""  # "" (list price as read) | "unverified" | "doubtful" (see the row's notes)
+
+    @property
+    def trusted(self) -> bool:
+        """False where the row could not be checked or contradicts its own source: draw no conclusion from it."""
+        return not self.status
 
     def per_chip_hour(self, spot: bool = False, commitment: str | None = None) -> float:
         """On demand, ``spot=True``, or ``commitment="1y"``/``"3y"`` (committed use)."""
@@ -78,7 +115,7 @@ class Price:
 def _row(r: dict[str, str], kind: str) -> Price:
     return Price(r["chip"], r["region"], float(r["on_demand_usd"]), number(r["spot_usd"]), r["source"],
                  r["source_date"], r.get("notes", ""), number(r.get("commit_1y_usd") or ""),
-                 number(r.get("commit_3y_usd") or ""), kind)
+                 number(r.get("commit_3y_usd") or ""), kind, (r.get("status") or "").strip())
 
 
 @lru_cache(maxsize=1)
@@ -128,8 +165,8 @@ def _label(url: str) -> str:
 def price_table(region: str | None = None, kind: str | None = None) -> str:
     """The price table as Markdown (TPUs per chip-hour, GPUs per GPU-hour), with each row's source
     and the date it was read; ``kind="tpu"`` or ``"gpu"`` keeps one kind."""
-    lines = ["| chip | region | on demand, USD per chip-hour | spot | 1-year commitment | 3-year commitment | read | source |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| chip | region | on demand, USD per chip-hour | spot | 1-year commitment | 3-year commitment | read | "
+             "status | source |", "|---|---|---|---|---|---|---|---|---|"]
 
     def cell(value: float | None) -> str:
         return f"{value:.2f}" if value is not None else "–"
@@ -138,7 +175,7 @@ def price_table(region: str | None = None, kind: str | None = None) -> str:
         if (region is None or p.region == region) and (kind is None or p.kind == kind):
             lines.append(f"| {p.chip} | {p.region} | {p.on_demand_usd:.2f} | {cell(p.spot_usd)} | "
                          f"{cell(p.commit_1y_usd)} | {cell(p.commit_3y_usd)} | {p.source_date} | "
-                         f"[{_label(p.source)}]({p.source}) |")
+                         f"{('**' + p.status + '**') if p.status else 'as read'} | [{_label(p.source)}]({p.source}) |")
     return "\n".join(lines)
 
 
@@ -156,7 +193,7 @@ class Estimate:
 
     @property
     def per_day(self) -> float:
-        """What the slice costs per day if it is left running (a TPU VM bills while it exists)."""
+        """What the slice costs per day if it is left running (charges accrue while it is READY)."""
         return self.per_hour * 24
 
     @property
@@ -189,6 +226,8 @@ def estimate(accelerator_type: str, price_per_chip_hour: float | None = None, ho
         value = row.per_chip_hour(spot, commitment)
         how = f"{commitment} committed-use" if commitment else ("spot" if spot else "on-demand")
         basis = f"{how} list price for {row.chip} in {row.region}, read {row.source_date} from {row.source}"
+        if row.status:
+            basis += f" ({row.status}: see the row's notes)"
     else:
         _check_non_negative("price_per_chip_hour", price_per_chip_hour)
         value, basis = float(price_per_chip_hour), "your price"

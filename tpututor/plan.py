@@ -4,14 +4,18 @@
 gradients and optimizer state under data parallelism (every chip holds everything) and FSDP
 (ZeRO-3: every chip holds 1/N), whether that fits the chip's HBM, the time to train from
 ``6 x parameters x tokens`` FLOPs at a given MFU, and the cost on demand and spot from
-:mod:`tpututor.cost`'s dated prices. Every assumption is listed with the result. It follows *How
-to Scale Your Model* (jax-ml/scaling-book, ``training.md`` and ``applied-training.md``), and its
-tests check it against that book's worked LLaMA 3 numbers.
+:mod:`tpututor.cost`'s dated prices. Every assumption is listed with the result. The default
+training state is **16 bytes per parameter** (f32 weights and gradients, Adam's two f32 moments),
+what lesson 08 (training) keeps; the scaling book's checks pass bf16 weights and no gradients.
+It follows *How to Scale Your Model* (jax-ml/scaling-book, ``training.md`` and
+``applied-training.md``), and its tests check it against that book's worked LLaMA 3 numbers.
 
-:func:`review` looks at a TPU node request (a ``google.cloud.tpu_v2.Node`` or its REST JSON) for
-the classic mistakes: an accelerator type the zone does not offer (``data/tpu_zones.csv``), a spot
-VM with no checkpoint to durable storage, an external IP, a broad service account, no OS Login.
-:func:`forgotten` finds VMs left running and what they have cost so far.
+:func:`review` looks at a TPU node request (a ``google.cloud.tpu_v2.Node``, a ``QueuedResource``,
+or their REST JSON) for the classic mistakes: an accelerator type the zone does not offer
+(``data/tpu_zones.csv``), a spot VM with no checkpoint to durable storage, an external IP, a
+broad service account or scope, no OS Login, no secure boot; and it notes what the request needs
+from the project (preemptible quota for spot, Private Google Access and Cloud NAT without
+external IPs). :func:`forgotten` finds VMs left running and prices them in their own region.
 """
 
 from __future__ import annotations
@@ -149,13 +153,26 @@ class Plan:
     def fits(self, strategy: str = "FSDP") -> bool:
         return self.memory[strategy].fits
 
+    @property
+    def slice_name(self) -> str | None:
+        """The accelerator-type name of this many chips (``v5p-512`` for 256 v5p chips); None for GPUs."""
+        from . import cost
+
+        return cost.slice_name(self.chip, self.chips) if self.unit == "chip" else None
+
+    @property
+    def naming(self) -> str:
+        if self.chip in ("v5p", "v4", "v3", "v2"):
+            return f"{self.chip} names count TensorCores, two per chip"
+        return f"{self.chip} names count chips" if self.slice_name else ""
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "params": self.params, "tokens": self.tokens, "chip": self.chip, "chips": self.chips, "mfu": self.mfu,
             "region": self.region, "peak_flops_per_chip": self.peak_flops,
             "memory_per_chip": {k: m.to_dict() for k, m in self.memory.items()},
             "flops": self.flops, "seconds": self.seconds, "hours": self.hours, "days": self.days,
-            "chip_hours": self.chip_hours,
+            "chip_hours": self.chip_hours, "slice_name": self.slice_name,
             "cost_usd": {"on_demand": self.cost_on_demand, "spot": self.cost_spot,
                          "price_on_demand": self.price_on_demand, "price_spot": self.price_spot,
                          "basis": self.price_basis},
@@ -174,9 +191,20 @@ class Plan:
             lines.append(f"  {label:<26}{getattr(m['DP'], key) / GIB:>10.2f}{getattr(m['FSDP'], key) / GIB:>10.2f}")
         lines.append(f"  {'total':<26}{m['DP'].total_bytes / GIB:>10.2f}{m['FSDP'].total_bytes / GIB:>10.2f}")
         lines.append(f"  {'HBM':<26}{m['DP'].hbm_bytes / GIB:>10.2f}{m['FSDP'].hbm_bytes / GIB:>10.2f}")
-        verdict = {k: ("fits" if v.fits else "does NOT fit") for k, v in m.items()}
-        lines.append(f"  {'fits?':<26}{verdict['DP']:>10}{verdict['FSDP']:>10}")
-        lines += ["", f"compute  6 x {self.params:.3g} x {self.tokens:.3g} = {self.flops:.3g} FLOPs",
+        verdict = {k: ("yes" if v.fits else "NO") for k, v in m.items()}
+        lines.append(f"  {'fits? (state only)':<26}{verdict['DP']:>10}{verdict['FSDP']:>10}")
+        for k, v in m.items():
+            if v.fits:
+                lines.append(f"  {k}: fits (state only, {v.free_bytes / GIB:.1f} GiB left for activations, the "
+                             "program and its buffers)")
+            else:
+                lines.append(f"  {k}: does NOT fit ({-v.free_bytes / GIB:.1f} GiB over, before any activation)")
+        lines += [""]
+        if self.slice_name:
+            lines.append(f"slice    {self.chips} chips = accelerator type {self.slice_name} ({self.naming})")
+            lines.append("quota    Cloud TPU quota for them, per project, region and TPU version; on-demand and "
+                         "preemptible (spot) counted apart")
+        lines += [f"compute  6 x {self.params:.3g} x {self.tokens:.3g} = {self.flops:.3g} FLOPs",
                   f"time     {self.flops:.3g} / ({self.chips} x {self.peak_flops / 1e12:g} TFLOP/s x {self.mfu:g}) "
                   f"= {self.seconds:.3g} s = {self.hours:,.0f} h = {self.days:,.1f} days",
                   f"{unit}-hours {self.chip_hours:,.0f}"]
@@ -193,13 +221,16 @@ class Plan:
 
 
 def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, *, region: str = "us-central1",
-         price_per_chip_hour: float | None = None, param_bytes: float = 2, grad_bytes: float = 2,
+         price_per_chip_hour: float | None = None, param_bytes: float = 4, grad_bytes: float = 4,
          optimizer_bytes: float = 8, hbm_bytes: float | None = None) -> Plan:
     """Memory per chip (DP and FSDP), time and cost of training ``params`` parameters on ``tokens`` tokens.
 
-    ``chip`` is a chip-table name (``"v5p"``, ``"v6e"``, ``"H100"``); ``chips`` how many. The cost
-    uses the price table's row for ``chip`` in ``region`` unless ``price_per_chip_hour`` is given.
-    ``hbm_bytes`` overrides the chip table's HBM (to reproduce a worked example that uses another).
+    ``chip`` is a chip-table name (``"v5p"``, ``"v6e"``, ``"H100"``); ``chips`` how many **chips**
+    (not TensorCores: 4 v5p chips are a v5p-8). The state defaults to 16 bytes per parameter (f32
+    weights and gradients, Adam's two f32 moments, as lesson 08 (training) trains); the scaling book's tables
+    use ``param_bytes=2, grad_bytes=0``. The cost uses the price table's row for ``chip`` in
+    ``region`` unless ``price_per_chip_hour`` is given. ``hbm_bytes`` overrides the chip table's HBM
+    (to reproduce a worked example that uses another).
     """
     from . import cost, hardware
 
@@ -236,6 +267,9 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
             row = cost.price(found.name, region)
             price_od, cost_spot = row.on_demand_usd, row.spot_usd
             basis = f"list prices for {row.chip} in {row.region}, read {row.source_date} from {row.source}"
+            if row.status:
+                basis = (f"{row.status.upper()} row (its notes say why; check {cost.GPU_PRICING_PAGE if row.kind == 'gpu' else cost.PRICING_PAGE} "
+                         f"and pass --price): " + basis)
         except ValueError:
             price_od = cost_spot = None
             basis = (f"no list price for {found.name} in {region} in tpututor's table: pass price_per_chip_hour= "
@@ -245,8 +279,9 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
         f"as the scaling book counts them ({SCALING_BOOK}, applied-training.md)",
         f"MFU {mfu:.0%} of the chip table's dense bf16 peak ({found.peak_flops / 1e12:g} TFLOP/s per {unit}, "
         f"{found.source}, read {found.source_date}); measure yours (the training lesson measures it) and pass it",
-        f"{pb:g} bytes per parameter for weights, {gb:g} for gradients, {ob:g} for optimizer state "
-        f"(Adam's two moments in f32 = 8); add 4 to optimizer_bytes for an f32 master copy",
+        f"{pb:g} bytes per parameter for weights, {gb:g} for gradients, {ob:g} for optimizer state = "
+        f"{pb + gb + ob:g} in all (the default 4 + 4 + 8 = 16 is f32 weights and gradients with Adam's two f32 "
+        "moments, what lesson 08 (training) trains; bf16 weights with an f32 master copy: --param-bytes 2 --optimizer-bytes 12)",
         "DP keeps everything on every chip; FSDP (ZeRO-3) splits parameters, gradients and optimizer state "
         f"evenly over all {n} chips",
         "activations, the compiled program and its temporary buffers are NOT counted: the HBM left over "
@@ -255,8 +290,15 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
                                                   f" (chip table, {found.source_date})"),
         "perfect scaling: no time lost to communication, input, checkpoints, restarts or preemption; "
         "the time is a lower bound at this MFU",
-        f"cost = {unit}s x hours x price while the VMs exist, nothing else (storage, network and idle time extra)",
+        f"cost = {unit}s x hours x price for the run itself (Cloud TPU charges accrue while the node is READY); "
+        "storage, network, idle time before and after, and reruns after preemption are extra",
     ]
+    if found.kind == "tpu":
+        assumptions.append(f"{n} means chips; the accelerator type names them "
+                           + (f"{cost.slice_name(found.name, n)} ({'TensorCores, two per chip' if found.name in ('v5p', 'v4') else 'chips'})"
+                              if cost.slice_name(found.name, n) else "in its own way")
+                           + "; you need Cloud TPU quota for them (per project, region and version; on-demand "
+                           "and preemptible/spot counted apart: https://cloud.google.com/tpu/docs/quota)")
     return Plan(params, tokens, found.name, found.label, n, float(mfu), region, found.peak_flops, memory,
                 price_od, cost_spot, basis, assumptions, unit)
 
@@ -268,13 +310,18 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
 class Finding:
     """One problem with a TPU request: how bad, what, and how to fix it."""
 
-    level: str  # "error" (will fail or lose work) | "warning" (works, but costs or exposes)
+    level: str  # "error" (will fail or lose work) | "warning" (works, but costs or exposes) | "note" (needs setup elsewhere)
     check: str
     message: str
     fix: str
 
     def __str__(self) -> str:
         return f"{self.level.upper():<8}{self.check}: {self.message}. Fix: {self.fix}"
+
+
+_LEVELS = {"error": 0, "warning": 1, "note": 2}
+_CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+QUOTA_PAGE = "https://cloud.google.com/tpu/docs/quota"
 
 
 def _get(node: Any, *path: str, default: Any = None) -> Any:
@@ -291,16 +338,36 @@ def _get(node: Any, *path: str, default: Any = None) -> Any:
     return default if cur is None else cur
 
 
-def review(node: Any, zone: str, *, checkpoint_uri: str | None = None) -> list[Finding]:
-    """The classic mistakes in a request to create ``node`` in ``zone``, worst first.
+def _is_set(message: Any, field: str) -> bool:
+    """Whether a oneof/message field is present (``spot`` on a QueuedResource is an empty message)."""
+    if isinstance(message, dict):
+        return field in message
+    try:
+        return field in message  # proto-plus: `"spot" in qr` tells presence
+    except TypeError:
+        return getattr(message, field, None) is not None
 
-    ``node`` is a ``tpu_v2.Node`` (or its REST JSON); ``checkpoint_uri`` is where the job you will
-    run on it writes checkpoints (``gs://...``), or None if it writes none.
+
+def _default_account(email: str) -> bool:
+    return not email or email == "default" or email.endswith("-compute@developer.gserviceaccount.com")
+
+
+def review(node: Any, zone: str, *, checkpoint_uri: str | None = None) -> list[Finding]:
+    """The classic mistakes in a request to create ``node`` in ``zone``: errors, then warnings, then notes.
+
+    ``node`` is a ``tpu_v2.Node``, a ``tpu_v2.QueuedResource`` (its first node spec is reviewed,
+    and its spot tier counts as spot), or their REST JSON; ``checkpoint_uri`` is where the job you
+    will run on it writes checkpoints (``gs://...``), or None if it writes none.
     """
     from .runtime import parse_accelerator_type
     from .standin import offered_types, zones_table
 
     found: list[Finding] = []
+    queued_spot = False
+    specs = _get(node, "tpu", "node_spec")
+    if specs:  # a QueuedResource: review its node, with the queue's tier
+        queued_spot = _is_set(node, "spot")
+        node = _get(list(specs)[0], "node", default={})
     accel = _get(node, "accelerator_type", default="")
     parsed = parse_accelerator_type(accel) if accel else None
     zones = {r["zone"] for r in zones_table()}
@@ -316,9 +383,12 @@ def review(node: Any, zone: str, *, checkpoint_uri: str | None = None) -> list[F
     elif accel not in offered_types(zone):
         have = sorted({r["generation"] for r in zones_table() if r["zone"] == zone})
         where = sorted({r["zone"] for r in zones_table() if r["generation"] == parsed[0]})
-        found.append(Finding("error", "zone", f"{accel} is not offered in {zone} (it offers {', '.join(have)})",
-                             f"use a zone that offers {parsed[0]}: {', '.join(where) or 'none in the table'}"))
-    spot = bool(_get(node, "scheduling_config", "spot")) or bool(_get(node, "scheduling_config", "preemptible"))
+        found.append(Finding("error", "zone", f"{accel} is not offered in {zone} (it offers {', '.join(have)}, "
+                             "per tpututor's table, which leaves out zones Google lists for single-tenant use only)",
+                             f"use a zone that offers {parsed[0]}: {', '.join(where) or 'none in the table'}; "
+                             f"confirm with gcloud compute tpus accelerator-types list --zone=ZONE"))
+    spot = (queued_spot or bool(_get(node, "scheduling_config", "spot"))
+            or bool(_get(node, "scheduling_config", "preemptible")))
     if spot and not checkpoint_uri:
         found.append(Finding("error", "spot", "a spot VM can be taken back at any time and this job writes no "
                              "checkpoint, so a preemption loses all progress",
@@ -327,35 +397,58 @@ def review(node: Any, zone: str, *, checkpoint_uri: str | None = None) -> list[F
     elif spot and not str(checkpoint_uri).startswith("gs://"):
         found.append(Finding("warning", "spot", f"checkpoints go to {checkpoint_uri}, on the VM: a preempted VM "
                              "loses its disk", "write checkpoints to a Cloud Storage bucket (gs://...)"))
-    if _get(node, "network_config", "enable_external_ips") is True:
+    external = _get(node, "network_config", "enable_external_ips")
+    if external is True:
         found.append(Finding("warning", "external IP", "the VM gets a public IP address",
                              "create it with --internal-ips (network_config.enable_external_ips=False) and "
                              "reach it through IAP"))
     email = _get(node, "service_account", "email", default="")
     scopes = list(_get(node, "service_account", "scope", default=[]) or [])
-    if not email or email == "default" or email.endswith("-compute@developer.gserviceaccount.com"):
+    if _default_account(email):
         found.append(Finding("warning", "service account", "the VM runs as the default compute service account",
                              "attach a dedicated service account holding only the roles the job needs "
-                             "(--service-account=...)"))
-    if "https://www.googleapis.com/auth/cloud-platform" in scopes and (not email or email == "default"):
-        found.append(Finding("warning", "scopes", "the default account with the cloud-platform scope can call "
-                             "every API its roles allow", "use a dedicated service account with narrow roles"))
+                             "(--service-account=...; you need roles/iam.serviceAccountUser on it to attach it)"))
+        if _CLOUD_PLATFORM in scopes or not scopes:
+            found.append(Finding("warning", "scopes", "the default account with "
+                                 + ("the cloud-platform scope" if scopes else "no scope listed (the API then allows "
+                                    "every Cloud API)") + " can call every API its roles allow",
+                                 "use a dedicated service account with narrow roles"))
     metadata = _get(node, "metadata", default={}) or {}
     if str(dict(metadata).get("enable-oslogin", "")).upper() != "TRUE":
         found.append(Finding("warning", "OS Login", "SSH keys are managed in metadata, not by IAM",
                              "set metadata enable-oslogin=TRUE (--metadata=enable-oslogin=TRUE)"))
-    return sorted(found, key=lambda f: f.level != "error")
+    if not _get(node, "shielded_instance_config", "enable_secure_boot"):
+        found.append(Finding("warning", "secure boot", "the VM boots without Shielded VM secure boot",
+                             "create it with --shielded-secure-boot (shielded_instance_config.enable_secure_boot=True)"))
+    if external is not True:
+        found.append(Finding("note", "no external IP", "without external IPs the subnetwork needs Private Google "
+                             "Access to reach gs:// and other Google APIs, and a Cloud NAT gateway for pip, "
+                             "Hugging Face or anything else on the internet",
+                             "gcloud compute networks subnets update SUBNET --region=REGION "
+                             "--enable-private-ip-google-access; create a Cloud Router and a NAT gateway in the region"))
+    if spot and parsed:
+        found.append(Finding("note", "quota", f"spot {accel} draws on the project's preemptible {parsed[0]} quota "
+                             f"in this region, separate from on-demand quota",
+                             f"check it (IAM & Admin > Quotas, service Cloud TPU API) and ask for more before "
+                             f"you queue: {QUOTA_PAGE}"))
+    return sorted(found, key=lambda f: _LEVELS[f.level])
 
 
 @dataclass(frozen=True)
 class Forgotten:
-    """A VM that has been READY longer than it should, and what it has cost so far."""
+    """A VM that is READY and was created longer ago than it should be, and what it may have cost.
+
+    ``hours`` counts from the node's ``create_time`` (the v2 API gives no last-start time), so for
+    a node stopped and started again it overstates the billed hours; ``cost_usd`` is that many
+    hours at the list price of the node's own region (None where the table has no price).
+    """
 
     name: str
     accelerator_type: str
     hours: float
     cost_usd: float | None
     basis: str
+    region: str = ""
 
 
 def _created(node: Any) -> datetime:
@@ -367,12 +460,17 @@ def _created(node: Any) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
-def forgotten(nodes: Iterable[Any], now: datetime, *, max_hours: float = 12.0, region: str = "us-central1",
+def forgotten(nodes: Iterable[Any], now: datetime, *, max_hours: float = 12.0, fallback_region: str | None = None,
               keep_label: str = "keep") -> list[Forgotten]:
-    """READY nodes older than ``max_hours`` and not labelled ``keep_label=true``, oldest first."""
+    """READY nodes created more than ``max_hours`` ago and not labelled ``keep_label=true``, oldest first.
+
+    Each is priced in the region of its own zone (from its name, ``projects/*/locations/<zone>/...``);
+    where the price table has no row there, at ``fallback_region`` if given (the basis says so),
+    else not at all.
+    """
     from . import cost
 
-    if not (isinstance(max_hours, (int, float)) and max_hours >= 0):
+    if not (isinstance(max_hours, (int, float)) and not isinstance(max_hours, bool) and max_hours >= 0):
         raise ValueError(f"max_hours must be a non-negative number of hours, got {max_hours!r}")
     out = []
     for node in nodes:
@@ -385,11 +483,22 @@ def forgotten(nodes: Iterable[Any], now: datetime, *, max_hours: float = 12.0, r
         if hours <= max_hours:
             continue
         accel = _get(node, "accelerator_type", default="")
+        name = _get(node, "name", default="")
+        spot = bool(_get(node, "scheduling_config", "spot"))
         try:
-            est = cost.estimate(accel, hours=hours, region=region,
-                                spot=bool(_get(node, "scheduling_config", "spot")))
+            region = cost.region_of(name)
+        except ValueError:
+            region = ""
+        total, basis = None, f"no zone in the node's name {name!r}, so no region to price it in"
+        for where in [r for r in (region, fallback_region) if r]:
+            try:
+                est = cost.estimate(accel, hours=hours, region=where, spot=spot)
+            except ValueError as err:
+                basis = str(err)
+                continue
             total, basis = est.total, est.basis
-        except ValueError as err:
-            total, basis = None, str(err)
-        out.append(Forgotten(_get(node, "name"), accel, hours, total, basis))
+            if where != region:
+                basis = f"no {region or 'zone'} price in tpututor's table; priced at {where}: {basis}"
+            break
+        out.append(Forgotten(name, accel, hours, total, basis, region))
     return sorted(out, key=lambda f: -f.hours)
