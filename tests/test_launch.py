@@ -96,9 +96,9 @@ PROFILING = next(stem for stem, entry in launch.lessons.table().items() if "xpro
 
 
 @pytest.mark.parametrize("machine, lesson, installed, expected", [
-    ("colab-v5e-1", PROFILING, [], ["xprof==2.24.2"]),  # only what this lesson imports
-    ("colab-v5e-1", PROFILING, ["xprof"], None),
-    ("kaggle-v5e-8", PROFILING, [], ["xprof==2.24.2"]),
+    ("colab-v5e-1", PROFILING, [], ["xprof==2.24.2", "grain==0.2.18"]),  # only what this lesson imports
+    ("colab-v5e-1", PROFILING, ["xprof", "grain"], None),
+    ("kaggle-v5e-8", PROFILING, [], ["xprof==2.24.2", "grain==0.2.18"]),
     ("colab-cpu", "00_where_am_i", [], None),  # lesson 00 (where am I running?) imports no add-on
     ("laptop-cpu", PROFILING, [], None),  # never on your own machine: make lab installed everything
     ("tpu-vm-v6e-8", PROFILING, [], None),
@@ -122,7 +122,7 @@ def test_setup_installs_the_plan_records_the_lesson_then_reports_the_machine(fak
     assert calls and "xprof==2.24.2" in calls[0]
     assert __import__("os").environ[launch.LESSON_ENV] == PROFILING
     installing, line, *needs = capsys.readouterr().out.splitlines()
-    assert installing == "installing: xprof==2.24.2"
+    assert installing == "installing: xprof==2.24.2 grain==0.2.18"
     assert line.startswith("tpututor ") and "colab" in line and "Runtime > Change runtime type > TPU" in line
     assert needs and needs[0].startswith("This lesson needs jax")  # find_spec said nothing is installed
 

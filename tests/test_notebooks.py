@@ -207,6 +207,21 @@ def _reference_files():
     return [f for f in files if f.is_file() and f.name != "test_notebooks.py"]
 
 
+@pytest.mark.parametrize("md", LESSONS, ids=IDS)
+def test_inline_code_never_wraps_across_a_line(md):
+    """A `span` broken over two lines reads as two spans with prose between them to a translator's
+    checker (and to some renderers): keep each on one line."""
+    nb, _ = read_pair(md)
+    broken = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        for line in re.sub(r"^```.*?^```", "", cell.source, flags=re.S | re.M).splitlines():
+            if re.sub(r"``.*?``", "", line).count("`") % 2:
+                broken.append(f"cell {i}: {line.strip()[:70]}")
+    assert not broken, "\n".join(broken)
+
+
 def test_every_lesson_reference_by_number_names_that_lessons_topic():
     by_number = {lesson.number: lesson for lesson in CATALOG}
     stale = []
