@@ -1,7 +1,7 @@
 # tpututor: every target bootstraps .venv from nothing (Python 3.11 + constraints.txt).
 #   make run        execute every lesson headless into build/ and print a summary (PROFILE=full|ci)
 #   make test       unit tests and every lesson executed once (ci profile)
-#   make test-fast  everything except executing the lessons (about a minute)
+#   make test-fast  everything except executing the lessons and the slow framework tests (a few minutes)
 #   make lab        JupyterLab on notebooks/ (a .md opens as a notebook)
 #   make sync       pair notebooks/*.md and *.ipynb with Jupytext, outputs stripped
 #   make site       the course as a website in build/site/ (after make run), English and Korean
@@ -47,7 +47,7 @@ test: $(STAMP)
 	TPUTUTOR_PROFILE=ci TPUTUTOR_TEST_RUN=$(TEST_RUN) $(PY) -m pytest
 
 test-fast: $(STAMP)
-	TPUTUTOR_PROFILE=ci $(PY) -m pytest -m "not lessons"
+	TPUTUTOR_PROFILE=ci $(PY) -m pytest -m "not lessons and not slow"
 
 # Colab's TPU runtime keeps its own JAX (the setup cell does not replace it: libtpu must match), and
 # the Flax, Optax, Orbax and Grain built for it, so the lessons must also run on those versions: a

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import shutil
 import subprocess
 import threading
@@ -28,6 +29,7 @@ from tpututor.course import runner, site
 
 pytestmark = [pytest.mark.slow, pytest.mark.lessons]
 CHROMIUM = "/usr/bin/chromium"
+LANGS = ("en", "ko") if any((ROOT / "notebooks" / "ko").glob("[0-9][0-9]_*.ipynb")) else ("en",)
 
 
 def ensure_chromium() -> str:
@@ -49,8 +51,10 @@ def built(executed):
     results = [executed(stem) for stem in LESSON_IDS]
     runner.write_timings(results, TEST_RUN / "timings.json", "ci", results[0].device or "this machine")
     out = TEST_RUN.parent / "site"
-    failed = site.build(TEST_RUN, out, "en", ("en",), root=ROOT)
+    failed = site.build(TEST_RUN, out, "en", LANGS, root=ROOT)
     assert failed == [], f"lessons failed, and their pages say so: {failed}"
+    if "ko" in LANGS:  # the Korean edition: its prose over the English run's outputs
+        assert site.build(TEST_RUN, out, "ko", LANGS, root=ROOT) == []
     return out
 
 
@@ -86,7 +90,7 @@ def browser():
 
 
 def pages(site_dir: Path) -> list[str]:
-    return sorted(str(p.relative_to(site_dir)) for p in (site_dir / "en").rglob("*.html")
+    return sorted(str(p.relative_to(site_dir)) for lang in LANGS for p in (site_dir / lang).rglob("*.html")
                   if "_static" not in p.parts and "_sources" not in p.parts)
 
 
@@ -133,6 +137,33 @@ def test_search_finds_a_lesson_by_a_word_it_teaches(served, browser):
     page.wait_for_selector("ul.search li", timeout=20000)
     found = page.evaluate("() => [...document.querySelectorAll('ul.search li a')].map(a => a.href)")
     assert any("00_where_am_i" in u for u in found), found[:10]
+
+
+def test_search_finds_an_error_atlas_entry_by_a_phrase_of_its_message(served, browser):
+    base, _ = served
+    page = browser.new_page()
+    page.goto(f"{base}/en/search.html?q=TracerBoolConversionError", wait_until="load")
+    page.wait_for_selector("ul.search li", timeout=20000)
+    found = page.evaluate("() => [...document.querySelectorAll('ul.search li a')].map(a => a.href)")
+    assert any("/errors.html" in u for u in found), found[:10]
+
+
+@pytest.mark.skipif(LANGS == ("en",), reason="no Korean edition in notebooks/ko/ yet")
+def test_the_korean_site_shows_korean_prose_over_the_same_outputs_and_links_the_english(served, browser):
+    base, _ = served
+    page = browser.new_page()
+    page.goto(f"{base}/ko/index.html", wait_until="load")
+    assert "레슨" in page.inner_text("body")
+    hrefs = page.evaluate("() => [...document.querySelectorAll('a')].map(a => a.getAttribute('href'))")
+    assert "../en/index.html" in hrefs, "the language link to the English site"
+    stem = LESSON_IDS[0]
+    page.goto(f"{base}/ko/lessons/{stem}.html", wait_until="load")
+    text = page.inner_text("main")
+    assert re.search("[가-힣]{2,}", text), "Korean prose on the Korean lesson page"
+    imgs = page.evaluate("() => [...document.querySelectorAll('main img')].map(i => i.getAttribute('src'))")
+    assert len([s for s in imgs if s and "_images/" in s]) >= plots_in(stem)
+    links = page.evaluate("() => [...document.querySelectorAll('main a')].map(a => a.href)")
+    assert any("notebooks/ko/" in u for u in links) and any(f"i18n/ko/{stem}.po" in u for u in links)
 
 
 def test_internal_links_resolve(served, browser):

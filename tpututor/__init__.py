@@ -20,6 +20,9 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``metrics``: PyTorch/XLA's counters and metrics as records
 - ``finetune``: local stand-ins for a Hub BERT and data set; training scripts run bounded in time
 - ``mesh``: meshes, shardings, the collectives in a compiled program and what they cost
+- ``lm``: the training lesson's language model (Flax NNX), grain pipeline, sharding rules, Orbax checkpoints
+- ``mfu``: model FLOPs per training step (MaxText's count) and MFU against a chip's peak
+- ``decode``: serving the trained language model: a KV cache, continuous batching, int8, paged attention, host offload, a local endpoint
 - ``profile``: read profiler traces in a notebook; XProf on 127.0.0.1
 - ``strategy``: the TensorFlow distribution strategy this machine can run
 - ``cost``: what TPU time costs, from a dated, sourced price table
