@@ -130,21 +130,21 @@ def test_lesson_pages_carry_their_plots_badges_and_the_machine_that_made_them(se
         assert any("/edit/" in u for u in links) and any("kaggle.com/kernels" in u for u in links), stem
 
 
-def test_search_finds_a_lesson_by_a_word_it_teaches(served, browser):
-    base, _ = served
+def search(base: str, browser, query: str) -> list[str]:
+    """The links the English site's search page lists for ``query``."""
     page = browser.new_page()
-    page.goto(f"{base}/en/search.html?q=block_until_ready", wait_until="load")
+    page.goto(f"{base}/en/search.html?q={query}", wait_until="load")
     page.wait_for_selector("ul.search li", timeout=20000)
-    found = page.evaluate("() => [...document.querySelectorAll('ul.search li a')].map(a => a.href)")
+    return page.evaluate("() => [...document.querySelectorAll('ul.search li a')].map(a => a.href)")
+
+
+def test_search_finds_a_lesson_by_a_word_it_teaches(served, browser):
+    found = search(served[0], browser, "block_until_ready")
     assert any("00_where_am_i" in u for u in found), found[:10]
 
 
 def test_search_finds_an_error_atlas_entry_by_a_phrase_of_its_message(served, browser):
-    base, _ = served
-    page = browser.new_page()
-    page.goto(f"{base}/en/search.html?q=TracerBoolConversionError", wait_until="load")
-    page.wait_for_selector("ul.search li", timeout=20000)
-    found = page.evaluate("() => [...document.querySelectorAll('ul.search li a')].map(a => a.href)")
+    found = search(served[0], browser, "TracerBoolConversionError")
     assert any("/errors.html" in u for u in found), found[:10]
 
 
