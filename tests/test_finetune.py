@@ -186,6 +186,24 @@ def test_a_script_that_overruns_is_killed_with_the_processes_it_started(tmp_path
         pytest.fail("the script's child process outlived the timeout")
 
 
+def test_waiting_twice_on_a_script_returns_the_same_record(tmp_path):
+    running = finetune.start_script(_script(tmp_path, "print('RESULT 1')"), timeout=30)
+    first = running.wait()
+    assert running.wait() is first and first.ok and finetune.results(first.stdout) == [1]
+
+
+def test_stop_when_kills_a_script_once_its_stderr_says_so(tmp_path):
+    path = _script(tmp_path, """
+        import sys, time
+        print("waiting for the others", file=sys.stderr, flush=True)
+        time.sleep(60)
+    """)
+    t0 = time.perf_counter()
+    run = finetune.start_script(path, timeout=30).wait(stop_when=lambda err: "waiting" in err)
+    assert run.stopped and not run.timed_out and run.returncode is None and not run.ok
+    assert time.perf_counter() - t0 < 10 and "waiting for the others" in run.stderr
+
+
 def test_start_script_refuses_a_missing_script_or_a_bad_timeout(tmp_path):
     with pytest.raises(FileNotFoundError):
         finetune.start_script(tmp_path / "nope.py")

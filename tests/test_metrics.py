@@ -94,11 +94,17 @@ def test_real_torch_xla_counts_compiles_executions_and_fallbacks():
         with metrics.measure() as fallback:
             h = torch.histc(x, bins=4)
             torch_xla.sync()
+        z = torch.ones(512, 512).to(d) @ torch.ones(512, 512).to(d)
+        torch_xla.sync()  # queued before the block: it must not count inside it
+        with metrics.measure() as queued:
+            pass
         print(json.dumps({k: v.row() | {"unexpected": v.unexpected_fallbacks}
-                          for k, v in dict(lazy=lazy, first=first, again=again, fallback=fallback).items()}))
+                          for k, v in dict(lazy=lazy, first=first, again=again, fallback=fallback,
+                                           queued=queued).items()}))
     """, env={"PJRT_DEVICE": "CPU"})
     rows = json.loads(out.strip().splitlines()[-1])
     assert rows["lazy"]["compiles"] == 0 and rows["lazy"]["executions"] == 0
     assert rows["first"]["compiles"] == 1 and rows["first"]["executions"] == 1
     assert rows["again"]["compiles"] == 0 and rows["again"]["executions"] == 1
     assert rows["fallback"]["unexpected"] == {"aten::histc": 1}
+    assert rows["queued"]["executions"] == 0 and rows["queued"]["compiles"] == 0, "measure waits before reading"

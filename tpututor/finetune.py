@@ -35,7 +35,7 @@ import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["LABELS", "stdlib_sentences", "write_dataset", "write_tiny_bert", "write_stand_ins",
            "ScriptRun", "Running", "start_script", "run_script", "results", "optimized_hlo"]
@@ -211,6 +211,7 @@ class ScriptRun:
     stderr: str
     seconds: float
     timed_out: bool = False
+    stopped: bool = False  # killed by the caller's ``stop_when`` (see :meth:`Running.wait`)
 
     @property
     def ok(self) -> bool:
@@ -230,18 +231,42 @@ class Running:
     started: float
     timeout: float
     outputs: tuple[Any, Any] = field(repr=False, default=(None, None))
+    _done: ScriptRun | None = field(repr=False, default=None)
 
-    def wait(self) -> ScriptRun:
-        left = max(0.0, self.timeout - (time.perf_counter() - self.started))
-        timed_out = False
-        try:
-            self.process.wait(timeout=left)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(self.process)
+    def wait(self, stop_when: Callable[[str], bool] | None = None, poll: float = 0.25) -> ScriptRun:
+        """Wait for the script, killing it at its time limit, or as soon as ``stop_when(stderr so far)``
+        is true (checked every ``poll`` seconds). A second call returns the same record."""
+        if self._done is not None:
+            return self._done
+        deadline = self.started + self.timeout
+        timed_out = stopped = False
+        while True:
+            left = max(0.0, deadline - time.perf_counter())
+            try:
+                self.process.wait(timeout=min(left, poll) if stop_when else left)
+                break
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() >= deadline:
+                    timed_out = True
+                elif stop_when is not None and stop_when(self._peek(self.outputs[1])):
+                    stopped = True
+                else:
+                    continue
+                _kill_group(self.process)
+                break
         out, err = (self._read(f) for f in self.outputs)
-        return ScriptRun(None if timed_out else self.process.returncode, out, err,
-                         round(time.perf_counter() - self.started, 2), timed_out)
+        self._done = ScriptRun(None if timed_out or stopped else self.process.returncode, out, err,
+                               round(time.perf_counter() - self.started, 2), timed_out, stopped)
+        return self._done
+
+    @staticmethod
+    def _peek(f) -> str:
+        """What the script has written so far, read without moving the file offset it shares."""
+        if f is None:
+            return ""
+        f.flush()
+        size = os.fstat(f.fileno()).st_size
+        return os.pread(f.fileno(), size, 0).decode("utf-8", "replace")
 
     @staticmethod
     def _read(f) -> str:

@@ -119,12 +119,17 @@ def measure(met: Any = None) -> Iterator[Metrics]:
     """What happened inside the block: ``with measure() as m: ...`` then ``m.compiles``.
 
     Execution is asynchronous (``torch_xla.sync()`` returns before the device
-    finishes, and the execution is counted when it finishes), so on leaving the
-    block this waits for the device before reading the totals.
+    finishes, and the execution is counted when it finishes), so this waits for
+    the device before its first reading (work queued earlier stays out of the
+    block) and again on leaving the block, before the second.
     """
     real = met is None
     met = _met(met)
     result = Metrics()
+    if real:  # work queued before the block must not be counted in it
+        import torch_xla.core.xla_model as xm
+
+        xm.wait_device_ops()
     before = snapshot(met)
     try:
         yield result
