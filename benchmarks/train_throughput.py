@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 
-from tpututor import bench, frameworks, lm, mfu
+from tpututor import bench, frameworks, hardware, lm, mfu
 
 
 def jax_trainer(cfg: lm.Config, batch: int, corpus):
@@ -99,7 +99,10 @@ def torch_trainer(cfg: lm.Config, batch: int, corpus, torch, device: str = "cpu"
             return self.head(self.norm(x)).float()
 
     model = LM().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    matrices = [p for p in model.parameters() if p.ndim > 1]  # as lm.optimizer: no decay on the norms' scales
+    others = [p for p in model.parameters() if p.ndim <= 1]
+    opt = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1}, {"params": others, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95))
     inputs = torch.as_tensor(corpus[0]["inputs"], dtype=torch.long, device=device)
     targets = torch.as_tensor(corpus[0]["targets"], dtype=torch.long, device=device)
 
@@ -111,6 +114,7 @@ def torch_trainer(cfg: lm.Config, batch: int, corpus, torch, device: str = "cpu"
         loss = F.cross_entropy(logits.view(-1, cfg.vocab), targets.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # as lm.optimizer's optax.clip_by_global_norm(1.0)
         opt.step()
         return loss
 
@@ -242,6 +246,9 @@ def main() -> int:
     libraries = ("jax", "torch") if torch is not None and device.platform == "cpu" else ("jax",)
     peak, size = ceiling(cfg.compute_dtype, sizes, libraries)
     datasheet, datasheet_label = mfu.peak(device)
+    chip = hardware.find(device.device_kind) if device.platform != "cpu" else None
+    if datasheet and chip and chip.jax_devices_per_chip > 1:  # the table's peak is per chip; this is one JAX device
+        datasheet, datasheet_label = datasheet / chip.jax_devices_per_chip, f"{datasheet_label}, per JAX device"
     whose = "the faster of JAX and PyTorch" if len(libraries) > 1 else "JAX"
     print(f"matmul ceiling: {peak / 1e9:,.1f} GFLOP/s ({cfg.compute_dtype}, {whose} on {where}, fastest call at "
           f"{'/'.join(map(str, sizes))}: {size})"

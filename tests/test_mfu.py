@@ -115,3 +115,18 @@ def test_non_causal_flops_match_the_scaling_books_per_layer_table():
     d, f, v, t, layers = 64, 256, 128, 32, 3
     per_token = layers * (24 * d * d + 12 * t * d + 6 * 2 * d * f) + 6 * d * v
     assert mfu.flops_per_token(cfg, causal=False) == per_token
+
+
+def test_non_causal_flops_match_palms_appendix_b_formula():
+    # PaLM (Chowdhery et al. 2022), Appendix B: training FLOPs per token 6N + 12·L·H·Q·T (H heads of size Q).
+    for d, heads, layers, ff, seq in ((64, 4, 2, 256, 64), (2048, 16, 24, 8192, 2048)):
+        cfg = SimpleNamespace(d_model=d, n_layers=layers, d_ff=ff, vocab=128, seq_len=seq)
+        assert mfu.flops_per_token(cfg, causal=False) == 6 * mfu.matmul_params(cfg) + 12 * layers * heads * (d // heads) * seq
+
+
+def test_attention_costs_as_much_as_the_layers_matmuls_at_six_times_d_model():
+    # How to Scale Your Model, "All the Transformer Math": T = 8D for a gated MLP (three D x 4D matrices);
+    # the same algebra for two D x 4D matrices (72 D^2 per token against 12 T D) gives T = 6D.
+    d = 256
+    cfg = SimpleNamespace(d_model=d, n_layers=1, d_ff=4 * d, vocab=1, seq_len=6 * d)
+    assert mfu.attention_flops_per_token(cfg, causal=False) == 6 * (mfu.matmul_params(cfg) - d)

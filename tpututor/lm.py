@@ -120,7 +120,8 @@ def config_for(profile: str, device_kind: str | None = None, platform: str = "cp
     """The config for a run profile; with ``profile="full"`` on a TPU or GPU, sized from the chip's HBM.
 
     ``device_kind`` is JAX's ``device.device_kind``; the chip table (:mod:`tpututor.hardware`)
-    gives its memory. The ``ci`` profile is tiny everywhere.
+    gives its memory, divided by its ``jax_devices_per_chip`` (a v3 chip is two JAX devices, each
+    with half the HBM). The ``ci`` profile is tiny everywhere.
     """
     from . import hardware
 
@@ -129,7 +130,7 @@ def config_for(profile: str, device_kind: str | None = None, platform: str = "cp
     if profile == "ci" or platform == "cpu" or device_kind is None:
         return PROFILES[profile]
     chip = hardware.find(device_kind)
-    hbm = chip.hbm_gib if chip and chip.hbm_gib else 0
+    hbm = chip.hbm_gib / chip.jax_devices_per_chip if chip and chip.hbm_gib else 0  # per JAX device
     return next(cfg for least, cfg in _ACCELERATOR_SIZES if hbm >= least)
 
 
@@ -552,13 +553,18 @@ def check_batch(global_batch: int, mesh, rules: Mapping[str, Any] = RULES) -> in
 # --------------------------------------------------------------------------- state, loss, step
 
 def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
-    """AdamW (Optax); the learning rate warms up for ``steps // 10`` steps, then decays (cosine) to a tenth."""
+    """AdamW (Optax) after clipping the gradients' global norm to 1; the learning rate warms up for
+    ``steps // 10`` steps, then decays (cosine) to a tenth. Weight decay applies to matrices only
+    (``ndim > 1``), not to the norms' scales."""
+    import jax
     import optax
 
     warmup = max(1, steps // 10)
     schedule = optax.warmup_cosine_decay_schedule(0.0, learning_rate, warmup, max(steps, warmup + 1),
                                                   learning_rate / 10)
-    return optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1)
+    matrices = lambda params: jax.tree.map(lambda p: p.ndim > 1, params)
+    return optax.chain(optax.clip_by_global_norm(1.0),
+                       optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1, mask=matrices))
 
 
 def _new_state(cfg: Config, tx, seed: int) -> dict:
