@@ -127,6 +127,21 @@ def test_reference_for_stable_cells_matches_the_lesson(md):
         "every stable cell has a reference output")
 
 
+def test_stable_outputs_compare_what_a_cell_prints_not_its_progress_bars():
+    def cell(*outputs):
+        return nbformat.v4.new_code_cell("check.that(...)", metadata={"tags": [reference.STABLE_TAG]},
+                                         outputs=[nbformat.v4.new_output("stream", name=n, text=x) for n, x in outputs])
+
+    def nb(c):
+        return nbformat.v4.new_notebook(cells=[c])
+
+    want = nb(cell(("stdout", "PASSED  07.3\n"), ("stderr", "traces: 100%| 9/9 [00:01, 4.58it/s]\n")))
+    same = nb(cell(("stdout", "PASSED  07.3\n"), ("stderr", "traces: 100%| 9/9 [00:02, 3.10it/s]\n")))
+    other = nb(cell(("stdout", "FAILED  07.3\n")))
+    assert reference.differences(want, same) == []
+    assert reference.differences(want, other) and "FAILED" in reference.differences(want, other)[0]
+
+
 # ----------------------------------------------------------------- the one run of each lesson
 
 

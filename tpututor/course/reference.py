@@ -3,8 +3,8 @@
 A code cell tagged ``nbval-check-output`` has a stable output (an exercise verdict, a detection
 line on fake machines). ``tests/reference/NN_topic.ipynb`` keeps those outputs from a ``ci`` run;
 :func:`differences` compares them with a notebook that was *already executed* (the test suite's
-one run of each lesson), so no lesson runs twice. Text is compared (streams, ``text/plain``,
-``text/markdown``); images and HTML are not.
+one run of each lesson), so no lesson runs twice. Text is compared (stdout, ``text/plain``,
+``text/markdown``, errors); stderr (progress bars, warnings), images and HTML are not.
 
 ``python -m tpututor.course reference [EXECUTED_FOLDER]`` rewrites the references, from the
 executed notebooks in the folder given (e.g. ``build/test-run``) or from a fresh ``ci`` run.
@@ -57,7 +57,8 @@ def _text(outputs) -> str:
     parts = []
     for out in outputs:
         if out.get("output_type") == "stream":
-            parts.append(out.get("text", ""))
+            if out.get("name") != "stderr":  # progress bars, warnings and timings go to stderr
+                parts.append(out.get("text", ""))
         elif out.get("output_type") in ("execute_result", "display_data"):
             parts += [str(out.get("data", {}).get(m, "")) for m in _TEXT_MIME if m in out.get("data", {})]
         elif out.get("output_type") == "error":
