@@ -63,6 +63,14 @@ def test_a_missing_framework_says_not_installed():
     assert status.skipped("the TensorFlow section") == "tensorflow is not installed here: the TensorFlow section is skipped"
 
 
+def test_a_module_is_found_under_a_distribution_of_another_name():
+    """Lesson 11 imports google.cloud.tpu_v2, which the google-cloud-tpu distribution installs."""
+    from importlib.metadata import version
+
+    pytest.importorskip("google.cloud.tpu_v2")
+    assert frameworks.status("google.cloud.tpu_v2").version == version("google-cloud-tpu")
+
+
 def test_a_working_framework_loads_and_is_remembered():
     assert frameworks.load("numpy") is __import__("numpy") and frameworks.status("numpy").usable
 

@@ -29,7 +29,7 @@ from .runtime import FRAMEWORKS as DISTRIBUTIONS, detect_accelerator, dist_versi
 __all__ = ["Status", "load", "status", "available", "FRAMEWORKS"]
 
 FRAMEWORKS = ("jax", "numpy", "torch", "torch_xla", "tensorflow")
-_DISTS = {**DISTRIBUTIONS, "numpy": ("numpy",)}
+_DISTS = {**DISTRIBUTIONS, "numpy": ("numpy",), "google.cloud.tpu_v2": ("google-cloud-tpu",)}  # module -> distributions
 _STATUS: dict[str, "Status"] = {}
 
 
