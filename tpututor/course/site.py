@@ -156,7 +156,10 @@ def _lesson_page(nb, lesson: catalog.Lesson, record: dict, timings: dict, s: sta
 
 
 def _conf(s: stamp.Settings, lang: str, languages: Sequence[str]) -> str:
-    others = " · ".join(f'<a href="../{code}/index.html">{LANGUAGES[code]}</a>' for code in languages if code != lang)
+    # The same banner is on every page, at every depth: lang.js points each link at the other language's
+    # landing page from this page's place (Sphinx's data-content_root); the href is right for the top level.
+    others = " · ".join(f'<a class="tpututor-lang" data-lang="{code}" href="../{code}/index.html">{LANGUAGES[code]}</a>'
+                        for code in languages if code != lang)
     announcement = f"{_LABELS[lang]['other']}: {others}" if others else ""
     options = {
         "repository_url": f"https://github.com/{s.repository}", "repository_branch": s.branch,
@@ -184,6 +187,7 @@ def _conf(s: stamp.Settings, lang: str, languages: Sequence[str]) -> str:
         html_theme_options = {options!r}
         html_last_updated_fmt = "%Y-%m-%d"
         html_static_path = ["_static"]
+        html_js_files = [("lang.js", {{"defer": "defer"}})]
         html_context = {{"default_mode": "light"}}
         autodoc_member_order = "bysource"
         autodoc_typehints = "none"
