@@ -84,12 +84,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _number(text: str) -> float:
+    """``text`` as a float, or NaN when it is not a number (so every range check below refuses it)."""
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
+
+
 def _plan_number(flag: str, example: str):
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
+        value = _number(text)
         if not value > 0 or value == float("inf"):
             raise argparse.ArgumentTypeError(f"{flag} must be a positive number like {example}, got {text!r}")
         return value
@@ -97,20 +102,14 @@ def _plan_number(flag: str, example: str):
 
 
 def _plan_fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
+    value = _number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"--mfu is a fraction in (0, 1], e.g. 0.4 for 40%, got {text!r}")
     return value
 
 
 def _plan_bytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
+    value = _number(text)
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"bytes per parameter must be a number >= 0 (2 for bf16, 4 for f32), got {text!r}")
     return value
