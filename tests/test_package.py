@@ -56,6 +56,23 @@ def test_no_module_reaches_into_another_modules_private_names():
                 raise AssertionError(f"{path.name} uses {node.value.id}.{node.attr}")
 
 
+def test_every_data_file_in_the_package_is_named_by_package_data_so_a_real_install_carries_it():
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    import tpututor
+
+    package = Path(tpututor.__file__).parent
+    patterns = tomllib.loads((package.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["tpututor"]
+    data = [p.relative_to(package).as_posix() for p in package.rglob("*")
+            if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts]
+    assert data, "the package has data files (the lesson table, the site's static files)"
+    # setuptools' "*" does not cross a "/"; fnmatch's does, so compare part counts too
+    missing = [f for f in data if not any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)]
+    assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
+
+
 def test_importtime_shows_no_framework():
     out = subprocess.run([PYTHON, "-X", "importtime", "-c", "import tpututor"], capture_output=True,
                          text=True, timeout=60)

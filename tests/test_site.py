@@ -168,6 +168,21 @@ def test_the_korean_site_shows_korean_prose_over_the_same_outputs_and_links_the_
     assert any("notebooks/ko/" in u for u in links) and any(f"i18n/ko/{stem}.po" in u for u in links)
 
 
+def test_every_page_names_an_icon_that_loads_so_no_browser_asks_for_favicon_ico(served):
+    # Without a <link rel="icon">, Chromium fetches /favicon.ico; a 404 there is a console error on
+    # whichever page it lands, at a time of the browser's choosing.
+    base, site_dir = served
+    icons = set()
+    for name in pages(site_dir):
+        html = (site_dir / name).read_text(encoding="utf-8")
+        found = re.search(r'<link rel="icon" href="([^"]+)"', html)
+        assert found, f"{name}: no <link rel=\"icon\">"
+        icons.add(urllib.parse.urljoin(f"{base}/{name}", found.group(1)))
+    for url in sorted(icons):
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            assert resp.status == 200 and resp.headers.get_content_type() == "image/svg+xml", url
+
+
 def test_internal_links_resolve(served, browser):
     base, site_dir = served
     page = browser.new_page()

@@ -187,6 +187,7 @@ def _conf(s: stamp.Settings, lang: str, languages: Sequence[str]) -> str:
         html_theme_options = {options!r}
         html_last_updated_fmt = "%Y-%m-%d"
         html_static_path = ["_static"]
+        html_favicon = "_static/favicon.svg"
         html_js_files = [("lang.js", {{"defer": "defer"}})]
         html_context = {{"default_mode": "light"}}
         autodoc_member_order = "bysource"
