@@ -94,6 +94,15 @@ def pages(site_dir: Path) -> list[str]:
                   if "_static" not in p.parts and "_sources" not in p.parts)
 
 
+def lesson_images(page) -> tuple[list[str], list[str]]:
+    """(the plots' sources, the launch badges' alt texts) in a lesson page's main column; the badges are
+    images too (site.py draws them locally), and are told apart by their alt text."""
+    imgs = page.evaluate("() => [...document.querySelectorAll('main img')].map(i => [i.getAttribute('src'), i.alt])")
+    badges = [alt for _, alt in imgs if alt.startswith(("Open in", "Launch"))]
+    plots = [src for src, alt in imgs if src and "_images/" in src and alt not in badges]
+    return plots, badges
+
+
 def plots_in(stem: str) -> int:
     nb = nbformat.read(TEST_RUN / f"{stem}.ipynb", as_version=4)
     return sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
@@ -122,11 +131,9 @@ def test_lesson_pages_carry_their_plots_badges_and_the_machine_that_made_them(se
         page.goto(f"{base}/en/lessons/{stem}.html", wait_until="load")
         text = page.inner_text("main")
         assert "make run" in text and "profile" in text, f"{stem}: no banner naming the machine and profile"
-        imgs = page.evaluate("() => [...document.querySelectorAll('main img')].map(i => [i.getAttribute('src'), i.alt])")
-        badges = [src for src, alt in imgs if alt.startswith(("Open in", "Launch"))]  # drawn locally (site.py)
-        plots = [src for src, alt in imgs if src and "_images/" in src and src not in badges]
+        plots, badges = lesson_images(page)
         assert len(plots) >= plots_in(stem), f"{stem}: {len(plots)} plots on the page, {plots_in(stem)} in the notebook"
-        assert any(alt == "Open in Colab" for _, alt in imgs), f"{stem}: no Colab badge"
+        assert "Open in Colab" in badges, f"{stem}: no Colab badge"
         links = page.evaluate("() => [...document.querySelectorAll('main a')].map(a => a.href)")
         assert any("/edit/" in u for u in links) and any("kaggle.com/kernels" in u for u in links), stem
 
@@ -161,9 +168,7 @@ def test_the_korean_site_shows_korean_prose_over_the_same_outputs_and_links_the_
     page.goto(f"{base}/ko/lessons/{stem}.html", wait_until="load")
     text = page.inner_text("main")
     assert re.search("[가-힣]{2,}", text), "Korean prose on the Korean lesson page"
-    imgs = page.evaluate("() => [...document.querySelectorAll('main img')].map(i => [i.getAttribute('src'), i.alt])")
-    assert len([src for src, alt in imgs if "_images/" in (src or "") and not alt.startswith(("Open in", "Launch"))]
-               ) >= plots_in(stem), "the English run's plots under the Korean prose"
+    assert len(lesson_images(page)[0]) >= plots_in(stem), "the English run's plots under the Korean prose"
     links = page.evaluate("() => [...document.querySelectorAll('main a')].map(a => a.href)")
     assert any("notebooks/ko/" in u for u in links) and any(f"i18n/ko/{stem}.po" in u for u in links)
 

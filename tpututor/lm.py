@@ -562,7 +562,9 @@ def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
     warmup = max(1, steps // 10)
     schedule = optax.warmup_cosine_decay_schedule(0.0, learning_rate, warmup, max(steps, warmup + 1),
                                                   learning_rate / 10)
-    matrices = lambda params: jax.tree.map(lambda p: p.ndim > 1, params)
+    def matrices(params):
+        return jax.tree.map(lambda p: p.ndim > 1, params)
+
     return optax.chain(optax.clip_by_global_norm(1.0),
                        optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1, mask=matrices))
 

@@ -81,7 +81,8 @@ def xla_flops(compiled: Any) -> float | None:
 
 
 def peak(device: Any, dtype: str = "bfloat16") -> tuple[float | None, str]:
-    """(peak FLOP/s, where it comes from) for a JAX device: the chip table's dense bf16 peak.
+    """(peak FLOP/s, where it comes from) for a JAX device's chip: the chip table's dense bf16 peak,
+    per chip (on v2, v3 and TPU7x one chip shows as two JAX devices, each with half of it).
 
     A CPU has no datasheet row: the figure is :mod:`tpututor.hardware`'s labelled estimate. For
     MFU on a CPU, :func:`cpu_ceiling` (a measured matmul) is the fairer yardstick.

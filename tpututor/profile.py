@@ -533,10 +533,10 @@ def sample(kind: str, logdir: str | os.PathLike | None = None, *, seed: int | No
     rng = random.Random(seed)
     variant = variant or rng.choice(VARIANTS[kind])
     logdir = Path(logdir) if logdir is not None else Path(tempfile.mkdtemp(prefix="tpututor-sample-"))
-    if kind != "device-bound":  # tiny: on a CPU, JAX 0.7's eager ops at width 128 keep the "device" busy half the time
+    if kind == "input-bound":
+        width, batch = rng.choice([64, 128]), rng.choice([16, 32])
+    elif kind != "device-bound":  # tiny: on a CPU, JAX 0.7's eager ops at width 128 keep the "device" busy half the time
         width, batch = rng.choice([16, 24, 32]), rng.choice([4, 8, 16])
-        if kind == "input-bound":
-            width, batch = rng.choice([64, 128]), rng.choice([16, 32])
     elif jax.default_backend() == "cpu":  # 4 * batch * width^2 = 0.9 to 2.1 GFLOP per step: milliseconds here
         width, batch = rng.choice([768, 1024]), rng.choice([384, 512])
     else:  # 4 * batch * width^2 = 0.5 to 1.1 TFLOP per step: milliseconds even at a TPU's or GPU's peak
