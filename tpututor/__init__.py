@@ -17,6 +17,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``kernels``: a Pallas kernel's HBM traffic, VMEM and FLOPs from its grid and BlockSpecs, on the roofline
 - ``pallas_compat``: Pallas TPU interpret mode's names across JAX 0.7.2, 0.10 and 0.11
 - ``hlo``: the program at each compiler stage; HLO read as tables
+- ``aot``: compile for a named TPU slice on any machine with the real TPU compiler (libtpu); imports JAX
 - ``metrics``: PyTorch/XLA's counters and metrics as records
 - ``finetune``: local stand-ins for a Hub BERT and data set; training scripts run bounded in time
 - ``mesh``: meshes, shardings, the collectives in a compiled program and what they cost

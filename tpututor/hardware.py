@@ -38,6 +38,8 @@ from typing import Iterable, Mapping, Sequence
 
 __all__ = [
     "Chip",
+    "Slice",
+    "slice_of",
     "CpuEstimate",
     "number",
     "data_rows",
@@ -76,6 +78,9 @@ class Chip:
     ici_wrap_at: int | None = None  # 2D: an axis of this size wraps; 3D: whole cubes of this edge wrap
     ici_source: str = ""
     ici_source_date: str = ""
+    chips_per_host: int | None = None  # chips one TPU VM drives in a multi-host slice
+    single_host_max_chips: int | None = None  # the largest slice that is one TPU VM
+    hosts_source: str = ""
 
     @property
     def peak_flops(self) -> float | None:
@@ -198,6 +203,9 @@ def chips() -> tuple[Chip, ...]:
                 ici_wrap_at=_int(r.get("ici_wrap_at") or ""),
                 ici_source=r.get("ici_source") or "",
                 ici_source_date=r.get("ici_source_date") or "",
+                chips_per_host=_int(r.get("chips_per_host") or ""),
+                single_host_max_chips=_int(r.get("single_host_max_chips") or ""),
+                hosts_source=r.get("hosts_source") or "",
             )
         )
     return tuple(rows)
@@ -250,6 +258,92 @@ _SIMD_FLOPS = (
 # Ryzen 7000) runs a 512-bit FMA as two halves on its two 256-bit pipes: 32 float32 FLOPs per
 # cycle, what AVX2 gives (A. Yee, "Zen5's AVX512 Teardown", numberworld.org, read 2026-12-01).
 _AMD_FULL_WIDTH_AVX512 = re.compile(r"\bEPYC\s+\d{3}5\b|\bRyzen\s+\d\s+9\d{3}", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- slices
+
+# The TPU compiler's name for each generation (jax.experimental.topologies), and whether its ICI is a
+# 2D or a 3D torus (which decides the shape of a slice of N chips).
+_TOPOLOGY_NAME = {"v4": "v4", "v5e": "v5e", "v5p": "v5p", "v6e": "v6e", "7x": "tpu7x"}
+_THREE_D = {"v4", "v5p", "7x"}
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A TPU slice as Cloud TPU sells it: chips in a torus, driven by one or more hosts (TPU VMs)."""
+
+    name: str  # as asked for: "v5e-8", "v5litepod-16", "v5p-32", "tpu7x-8"
+    chip: Chip
+    chips: int
+    shape: tuple[int, ...]  # chips along each torus axis: (2, 4) or (2, 2, 4)
+    hosts: int
+    chips_per_host: int
+
+    @property
+    def devices(self) -> int:
+        """JAX devices: one per chip, two on chips whose TensorCores show as separate devices."""
+        return self.chips * self.chip.jax_devices_per_chip
+
+    @property
+    def topology(self) -> str:
+        """The topology name ``jax.experimental.topologies.get_topology_desc`` takes: ``"v5e:2x4"``."""
+        return f"{_TOPOLOGY_NAME[self.chip.name]}:{'x'.join(map(str, self.shape))}"
+
+    @property
+    def host_bounds(self) -> tuple[int, int, int]:
+        """The chips one host drives, as the 3D box the compiler's ``chips_per_host_bounds`` wants."""
+        if self.hosts == 1:
+            return (*self.shape, 1)[:3] if len(self.shape) == 2 else self.shape  # type: ignore[return-value]
+        return (2, 2, 1)
+
+    def describe(self) -> str:
+        return (f"{self.name}: {self.chips} {self.chip.name} chips ({'x'.join(map(str, self.shape))}), "
+                f"{self.hosts} host{'s' if self.hosts > 1 else ''} of {self.chips_per_host} chips, "
+                f"{self.devices} JAX devices")
+
+
+def _torus_shape(chips: int, three_d: bool) -> tuple[int, ...] | None:
+    """The standard slice shape for ``chips`` chips: 8 -> (2, 4) in 2D, 16 -> (2, 2, 4) in 3D."""
+    if chips < 1 or chips & (chips - 1) or chips == 2:
+        return None
+    if not three_d:
+        exp = chips.bit_length() - 1
+        return (2 ** (exp // 2), 2 ** (exp - exp // 2))
+    if chips < 4:
+        return None
+    dims = [2, 2, 1]
+    while dims[0] * dims[1] * dims[2] < chips:
+        # double the shortest axis, the last of equals first: 8 -> 2x2x2, 16 -> 2x2x4, 32 -> 2x4x4, 64 -> 4x4x4
+        smallest = min(dims)
+        dims[max(i for i in range(3) if dims[i] == smallest)] *= 2
+    return tuple(dims)
+
+
+def slice_of(name: str) -> Slice:
+    """A slice from its Cloud TPU name: ``"v5e-8"`` (or ``"v5litepod-8"``) is 8 v5e chips on one host;
+    ``"v5p-32"`` is 16 chips (v4 and v5p names count TensorCores) on 4 hosts; ``"v6e-256"`` is 256
+    chips on 64 hosts; ``"tpu7x-8"`` is 4 chips (8 JAX devices).
+
+    Hosts follow the chip table: a slice of up to ``single_host_max_chips`` chips is one TPU VM, a
+    bigger one has ``chips_per_host`` chips on each VM.
+    """
+    from .runtime import parse_accelerator_type
+
+    parsed = parse_accelerator_type(name) if isinstance(name, str) else None
+    if parsed is None or parsed[0] not in _TOPOLOGY_NAME:
+        raise ValueError(f"{name!r} is not a TPU slice the compiler knows: use a name like 'v5e-8', "
+                         f"'v5litepod-16', 'v6e-256', 'v5p-32', 'v4-8' or 'tpu7x-8'")
+    gen, chips = parsed
+    chip = lookup(gen)
+    shape = _torus_shape(chips, gen in _THREE_D)
+    if shape is None:
+        raise ValueError(f"{name!r} is {chips} chips, which is not a standard {gen} slice: use a power of two"
+                         + (" of at least 4 chips" if gen in _THREE_D else ", 1 or at least 4 chips"))
+    per_host = chip.chips_per_host or 4
+    single = chip.single_host_max_chips or per_host
+    hosts = 1 if chips <= single else chips // per_host
+    return Slice(name=name, chip=chip, chips=chips, shape=shape, hosts=hosts,
+                 chips_per_host=chips if hosts == 1 else per_host)
 
 
 def estimate_cpu(model: str, cores: int, flags: Iterable[str], ghz: float | None) -> CpuEstimate:
