@@ -218,7 +218,7 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"python -m tpututor doctor: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps([m.to_dict() for m in matches], indent=2) if args.json else errors.format_matches(matches))
-    return 0 if matches else 1
+    return 0 if any(m.exact or m.confident for m in matches) else 1
 
 
 def _num(value: float | None) -> str:
