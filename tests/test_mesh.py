@@ -280,6 +280,21 @@ def test_volume_of_a_reduce_scatter_is_its_unreduced_input_and_results_drop_the_
     assert mesh.Collective("all-reduce", "ar", "(f32[8]{0}, f32[4]{0})", 48, 4, 72.0).result == "2 buffers, combined"
 
 
+def test_an_all_to_all_costs_a_quarter_of_gathering_the_whole_array_it_reshuffles():
+    # scaling-book, sharding.md: an AllToAll on a bidirectional ring costs about a quarter of an AllGather
+    # of the same array, where V is the whole array; in HLO each device holds 1/X of it
+    text = ("HloModule m\nENTRY e {\n  p = f32[1024,1024]{1,0} parameter(0)\n"
+            "  ROOT a2a = f32[1024,1024]{1,0} all-to-all(p), replica_groups=[1,4]<=[4], dimensions={0}\n}")
+    (a2a,) = mesh.collectives(text)
+    assert (a2a.kind, a2a.group_size, a2a.bytes) == ("all-to-all", 4, 4 * 2**20)
+    assert a2a.volume == 4 * a2a.bytes  # the whole array, not one device's buffer
+    t = mesh.collective_seconds("all-to-all", a2a.volume, 4, "v5p", wraparound=False)
+    w = mesh.hardware.lookup("v5p").ici_link_bandwidth  # a 4-chip axis wraps nowhere: one link each way
+    assert t == pytest.approx(3 / 4 * a2a.volume / w / 4)
+    gather = mesh.collective_seconds("all-gather", a2a.volume, 4, "v5p", wraparound=False)
+    assert t == pytest.approx(gather / 4)
+
+
 def _cell(table: str, column: str) -> str:
     """The last row's entry in the named column of a collective_table."""
     lines = table.splitlines()

@@ -197,9 +197,10 @@ class Collective:
     @property
     def volume(self) -> float:
         """V, the bytes of the whole array in scaling-book's cost model: the gathered result of an
-        all-gather, the unreduced input of a reduce-scatter (its result times the group), the
-        buffer of the others."""
-        if self.kind == "reduce-scatter" and self.group_size:
+        all-gather, the unreduced input of a reduce-scatter (its result times the group), the whole
+        array an all-to-all reshuffles (each device's buffer times the group), the buffer of an
+        all-reduce or a permute."""
+        if self.kind in ("reduce-scatter", "all-to-all", "ragged-all-to-all") and self.group_size:
             return float(self.bytes * self.group_size)
         return float(self.bytes)
 
