@@ -4,13 +4,14 @@ front matter; install plans per lesson; Binder pins; releases."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 
 import pytest
 
-from conftest import CATALOG, LESSON_IDS as IDS, LESSONS, ROOT
-from tpututor import launch
+from conftest import CATALOG, LESSON_IDS as IDS, LESSONS, ROOT, run_python
+from tpututor import launch, lessons
 from tpututor.course import catalog, fakes, release, stamp
 
 SETTINGS = stamp.settings(ROOT / "pyproject.toml")
@@ -117,6 +118,7 @@ def test_install_plan_on_faked_runtimes(fake, machine, lesson, installed, expect
 def test_setup_installs_the_plan_records_the_lesson_then_reports_the_machine(fake, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: None)  # nothing installed
+    monkeypatch.setattr(launch, "lacking", lambda lesson: {})  # ... until the plan installed it
     monkeypatch.delenv(launch.LESSON_ENV, raising=False)
     assert launch.setup(PROFILING, fake("colab-cpu"), run=lambda cmd, check: calls.append(cmd)) is None  # shown once
     assert calls and "xprof==2.24.2" in calls[0]
@@ -124,7 +126,48 @@ def test_setup_installs_the_plan_records_the_lesson_then_reports_the_machine(fak
     installing, line, *needs = capsys.readouterr().out.splitlines()
     assert installing == "installing: xprof==2.24.2 grain==0.2.18"
     assert line.startswith("tpututor ") and "colab" in line and "Runtime > Change runtime type > TPU" in line
-    assert needs and needs[0].startswith("This lesson needs jax")  # find_spec said nothing is installed
+    assert not needs  # the lesson's frameworks import here
+
+
+def _plant_broken(root, name: str) -> None:
+    """A package called ``name`` that raises on import, as a mismatched install does."""
+    parts = name.split(".")
+    for level in range(len(parts)):
+        root.joinpath(*parts[: level + 1]).mkdir(exist_ok=True)
+        root.joinpath(*parts[: level + 1], "__init__.py").write_text("")
+    root.joinpath(*parts, "__init__.py").write_text("raise ImportError('planted: built for another version')\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson, name", [(lesson, name) for lesson in lessons.names()
+                                          for name in lessons.imports(lesson)])
+def test_a_framework_that_fails_to_import_counts_as_missing_for_every_lesson_that_needs_it(tmp_path, lesson, name):
+    _plant_broken(tmp_path, name)
+    out = run_python(f"from tpututor import launch; print(launch.lacking({lesson!r}))",
+                     env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    lacking = eval(out)  # a dict of names and reasons
+    assert name in lacking and "planted: built for another version" in lacking[name]  # (and what builds on it)
+
+
+@pytest.mark.slow
+def test_a_broken_torch_xla_stops_lesson_04_at_setup_with_a_message_not_a_traceback(tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    _plant_broken(tmp_path, "torch_xla")
+    cells = [nbformat.v4.new_code_cell('from tpututor import launch\nlaunch.setup("04_pytorch_xla")'),
+             nbformat.v4.new_code_cell("import torch_xla\nprint('a later cell ran')")]
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3",
+                                                                              "display_name": "Python 3"}})
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")  # the kernel inherits it
+    with pytest.raises(CellExecutionError):
+        NotebookClient(notebook, timeout=300, kernel_name="python3").execute(cwd=str(ROOT))
+    error = [o for o in notebook.cells[0].outputs if o.output_type == "error"][0]
+    shown = "\n".join(error.traceback)
+    assert shown.startswith("This lesson needs torch_xla") and "planted: built for another version" in shown
+    assert "Traceback" not in shown and "File " not in shown and "launch.py" not in shown
+    assert not notebook.cells[1].outputs  # nothing after the setup cell ran
 
 
 def test_setup_does_nothing_on_a_local_machine_but_report(fake, capsys):

@@ -11,6 +11,7 @@ prints one line about the machine. It imports no framework.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from typing import Iterable
 from . import __version__, lessons
 from .runtime import Host, Runtime, detect
 
-__all__ = ["SETUP_CELL", "ADDONS", "LESSON_ENV", "install_plan", "setup"]
+__all__ = ["SETUP_CELL", "ADDONS", "LESSON_ENV", "install_plan", "setup", "lacking", "LessonCannotRun"]
 
 # Import name -> the pinned requirement the setup cell installs when a runtime lacks it: the versions
 # of constraints.txt, except packages built on JAX, which are pinned at the versions Colab's TPU
@@ -103,7 +104,53 @@ def setup(lesson: str | None = None, host: Host | None = None, run=subprocess.ru
         run(plan, check=True)
     print(f"tpututor {__version__} on {rt.summary()}." + _hint(rt.platform.name, rt.accelerator.kind))
     if lesson is not None:
-        missing = [n for n in lessons.imports(lesson) if not _present(n)]
-        if missing:
-            print(f"This lesson needs {', '.join(missing)}, which this runtime lacks: "
-                  f"{lessons.get(lesson)['note']}.")
+        unusable = lacking(lesson)
+        if unusable:
+            why = "; ".join(f"{name}: {reason}" for name, reason in unusable.items())
+            raise LessonCannotRun(
+                f"This lesson needs {', '.join(unusable)}, which this runtime cannot use ({why}). "
+                f"{lessons.get(lesson)['note'][:1].upper()}{lessons.get(lesson)['note'][1:]}. "
+                "Nothing below is run: install or repair it (python -m tpututor doctor says how), then run "
+                "the lesson again.")
+
+
+class LessonCannotRun(RuntimeError):
+    """A framework the lesson needs is missing or broken. In a notebook it shows as its message alone
+    (no traceback) and stops the run there, before any cell that would fail on the import."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows these lines instead of a traceback
+        return [str(self)]
+
+
+_PROBE = """\
+import importlib, json, sys
+out = {}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except BaseException as exc:  # ImportError, OSError (a missing .so), AttributeError (version skew)...
+        lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+        out[name] = f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
+print(json.dumps(out))
+"""
+
+
+def lacking(lesson: str, *, timeout: float = 180.0) -> dict[str, str]:
+    """The imports ``lesson`` needs that cannot be used here, each with why: not installed, or installed
+    but failing to import. They are imported in one fresh interpreter, as the doctor does, so a broken
+    install counts as missing and this process stays free of it."""
+    needed = lessons.imports(lesson)
+    out = {name: "not installed" for name in needed if not _present(name)}
+    present = [name for name in needed if name not in out]
+    if present:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+        if "torch_xla" in present and "PJRT_DEVICE" not in env and detect().accelerator.kind != "tpu":
+            env["PJRT_DEVICE"] = "CPU"  # torch_xla never picks a GPU itself; without a TPU it is the CPU
+        try:
+            probe = subprocess.run([sys.executable, "-c", _PROBE, *present], capture_output=True, text=True,
+                                   timeout=timeout, env=env)
+            out.update(json.loads(probe.stdout.strip().splitlines()[-1]) if probe.returncode == 0 else
+                       {name: f"importing it ended the interpreter (exit {probe.returncode})" for name in present})
+        except subprocess.TimeoutExpired:
+            out.update({name: f"importing it took over {timeout:.0f} s" for name in present})
+    return {name: out[name] for name in needed if name in out}
