@@ -9,14 +9,20 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-import jax
 import pytest
+
+from tpututor.runtime import Host, detect
+
+HERE = detect()  # this machine: tests that expect a CPU-only box skip elsewhere, saying why
+if HERE.accelerator.kind == "cpu":  # as a lesson's setup cell does (launch.quiet_jax): with libtpu installed
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # JAX would try a TPU runtime first; kernels inherit this
+
+import jax  # noqa: E402
 
 # The SPMD tests shard over 8 devices: simulate them before any test starts JAX's backend.
 # (Only this process: subprocesses and notebook kernels start with their own settings.)
 jax.config.update("jax_num_cpu_devices", 8)
 from tpututor.course import catalog, fakes, runner  # noqa: E402
-from tpututor.runtime import Host, detect  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -27,7 +33,6 @@ LESSON_IDS = [p.stem for p in LESSONS]
 # Where the one run of each lesson goes: $TPUTUTOR_TEST_RUN (make test: build/test-run), else a temp dir.
 TEST_RUN = Path(os.environ.get("TPUTUTOR_TEST_RUN") or tempfile.mkdtemp(prefix="tpututor-test-run-"))
 EXECUTIONS: dict[str, int] = {}
-HERE = detect()  # this machine: tests that expect a CPU-only box skip elsewhere, saying why
 CPU_ONLY = pytest.mark.skipif(HERE.accelerator.kind != "cpu",
                               reason=f"expects a CPU-only machine; this one has {HERE.accelerator.name}")
 

@@ -77,9 +77,13 @@ def available() -> str | None:
 
 
 # libtpu reads these when it first starts; on a machine that is not a TPU VM it prints warnings
-# about them (and looks for a metadata server). Set only while it starts, then put back, so that
-# nothing else in the process (tpututor.runtime.detect, for one) takes this machine for a TPU VM.
-_QUIET_START = {"TPU_WORKER_HOSTNAMES": "localhost", "TPU_ACCELERATOR_TYPE": "v5litepod-8", "TPU_SKIP_MDS_QUERY": "1"}
+# about them (and looks for a metadata server). It also takes /tmp/libtpu_lockfile, which keeps a
+# second process from starting libtpu ("ABORTED: Internal error when accessing libtpu multi-process
+# lockfile"): a compiler that drives no chip need not hold it (ALLOW_MULTIPLE_LIBTPU_LOAD). Set only
+# while it starts, then put back, so that nothing else in the process (tpututor.runtime.detect, a real
+# TPU runtime started later) takes this machine for a TPU VM or skips the lock.
+_QUIET_START = {"TPU_WORKER_HOSTNAMES": "localhost", "TPU_ACCELERATOR_TYPE": "v5litepod-8", "TPU_SKIP_MDS_QUERY": "1",
+                "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
 
 
 @functools.lru_cache(maxsize=32)

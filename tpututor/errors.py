@@ -650,11 +650,13 @@ assert row_sums.shape == (2**15,) and float(row_sums[0]) == 2.0**15
         id="jax-no-tpu-backend",
         title="`Unable to initialize backend 'tpu'`: no TPU runtime here",
         framework="JAX",
-        message="RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to open libtpu.so: … "
+        message="RuntimeError: Unable to initialize backend 'tpu': … "
                 "(set JAX_PLATFORMS='' to automatically choose an available backend)",
         cause="JAX was told to use a TPU (`JAX_PLATFORMS=tpu`, `jax.devices('tpu')`) in a process that "
-              "has no TPU runtime: libtpu is not installed, or this machine has no TPU (a CPU or GPU "
-              "runtime, or a notebook copied from a TPU VM).",
+              "has no TPU runtime: libtpu is not installed (`INTERNAL: Failed to open libtpu.so`), or this "
+              "machine has no TPU chip although libtpu is installed (`NOT_FOUND: TPU initialization failed: "
+              "No jellyfish device found`: a CPU or GPU runtime, a notebook copied from a TPU VM, or libtpu "
+              "installed only to compile for TPUs, as the course does).",
         fix="On a TPU VM: `pip install -U 'jax[tpu]'` (it brings the matching libtpu) and restart. "
             "Elsewhere: do not force the platform (unset `JAX_PLATFORMS`, or set it to `cpu`) and write "
             "code that takes `jax.devices()` as it comes. `python -m tpututor doctor` says what this "

@@ -20,7 +20,7 @@ from typing import Iterable
 from . import __version__, lessons
 from .runtime import Host, Runtime, detect
 
-__all__ = ["SETUP_CELL", "ADDONS", "LESSON_ENV", "install_plan", "setup", "lacking", "LessonCannotRun"]
+__all__ = ["SETUP_CELL", "ADDONS", "LESSON_ENV", "install_plan", "setup", "lacking", "quiet_jax", "LessonCannotRun"]
 
 # Import name -> the pinned requirement the setup cell installs when a runtime lacks it: the versions
 # of constraints.txt, except packages built on JAX, which are pinned at the versions Colab's TPU
@@ -95,6 +95,8 @@ def setup(lesson: str | None = None, host: Host | None = None, run=subprocess.ru
     It returns nothing, so that a notebook cell ending in ``launch.setup(...)`` shows the line once.
     """
     rt = detect(host)
+    if host is None:
+        quiet_jax(rt)
     if lesson is not None:
         lessons.get(lesson)  # an unknown name is a clear error here, not a puzzle later
         os.environ[LESSON_ENV] = lesson
@@ -133,6 +135,18 @@ for name in sys.argv[1:]:
         out[name] = f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
 print(json.dumps(out))
 """
+
+
+def quiet_jax(rt: Runtime) -> None:
+    """On a machine with no accelerator, tell JAX (before it starts) that it has only the CPU.
+
+    The course installs libtpu, the TPU compiler, to compile for TPU slices on any machine
+    (:mod:`tpututor.aot`). With libtpu installed JAX would also try to start a TPU runtime at its first
+    use, print warnings about the missing TPU, and hold libtpu's lockfile for the life of the process.
+    A ``JAX_PLATFORMS`` the learner set is left alone.
+    """
+    if rt.accelerator.kind == "cpu" and "JAX_PLATFORMS" not in os.environ and _present("libtpu"):
+        os.environ["JAX_PLATFORMS"] = "cpu"
 
 
 def lacking(lesson: str, *, timeout: float = 180.0) -> dict[str, str]:
