@@ -129,3 +129,22 @@ def test_run_executes_writes_html_and_exits_1_when_a_lesson_fails(tmp_path):
     table = out.stdout.split("lesson", 1)[1]
     assert "01_ok" in table and "02_broken  failed" in table and "ValueError: planted failure" in table
     assert (tmp_path / "build" / "01_ok.html").exists() and (tmp_path / "build" / "02_broken.ipynb").exists()
+
+
+@pytest.mark.slow
+def test_run_with_allow_skip_fails_when_a_lesson_it_did_not_name_is_skipped(tmp_path):
+    import nbformat
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('fine')")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lessons / "01_needs_more.ipynb")
+    (lessons / "01_needs_more.md").write_text(
+        "---\ntpututor:\n  title: Needs more\n  minutes: 1\n  needs:\n    imports: [no_such_framework_here]\n    note: a framework nobody has\n"
+        "  objectives: [none]\n  prerequisites: []\n---\n\n# 01 · Needs more\n")
+    args = ("run", "--profile", "ci", "--no-html", "--out", str(tmp_path / "build"), str(lessons / "01_needs_more.ipynb"))
+    assert cli(*args).returncode == 0  # a skip is not a failure by default
+    out = cli(*args, "--allow-skip", "05_tf_tpustrategy")
+    assert out.returncode == 1 and "expected to run here: 01_needs_more" in out.stderr
+    assert cli(*args, "--allow-skip", "01_needs_more").returncode == 0

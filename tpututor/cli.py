@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="problem sizes (default: $TPUTUTOR_PROFILE, else full)")
     r.add_argument("--out", default="build", help="folder for executed notebooks (default build)")
     r.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
+    r.add_argument("--allow-skip", default=None, metavar="LESSONS",
+                   help="with it, a skipped lesson fails the run unless named here (comma-separated), e.g. "
+                        "05_tf_tpustrategy where a runtime has no TensorFlow by design")
 
     pl = sub.add_parser("plan", help="memory per chip, time and cost of a training run, with its assumptions")
     pl.add_argument("--params", type=_plan_number("--params", "8e9"), required=True, help="model parameters, e.g. 8e9")
@@ -251,6 +254,13 @@ def _run(args: argparse.Namespace) -> int:
     print()
     print(format_table(results))
     print(f"\nexecuted notebooks{' and HTML' if args.html else ''} are in {args.out}/")
+    if args.allow_skip is not None:
+        allowed = {name.strip() for name in args.allow_skip.split(",") if name.strip()}
+        unexpected = [r.lesson for r in results if r.status == "skipped" and r.lesson not in allowed]
+        if unexpected:
+            print(f"python -m tpututor run: error: skipped, but expected to run here: {', '.join(unexpected)}",
+                  file=sys.stderr)
+            return 1
     return 0 if all(r.status != "failed" for r in results) else 1
 
 
