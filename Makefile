@@ -9,7 +9,9 @@
 #   make badges     stamp headings, badges, lesson cards, setup cells and the README table from the lessons' front matter
 #   make release    tag v<version> once the setup cells, badges and version agree
 #   make clean      remove build outputs; make distclean also removes .venv
-#   make colab-jax  run the lessons under the JAX stack that Colab's TPU runtime ships (ci profile)
+#   make colab      run the lessons under the stack Colab's TPU runtime ships (Python 3.13, JAX 0.7.2,
+#                   PyTorch/XLA 2.9; ci profile); make colab-jax is the same
+#   make system     Debian packages the browser test needs (Chromium, a Korean font), when run as root
 #   make device-bundle / device-rehearsal   prepare the GPU machine's run, and rehearse it here
 
 # constraints.txt was locked for this Python; another one resolves other wheels, or none.
@@ -24,7 +26,7 @@ LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 TEST_RUN := build/test-run
 
-.PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab-jax release python-check \
+.PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab colab-jax system release python-check \
         device-bundle device-rehearsal site translations
 
 python-check:
@@ -39,30 +41,51 @@ $(STAMP): pyproject.toml constraints.txt | python-check
 	@cp binder/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
+# The site's browser test drives Debian's Chromium (Playwright downloads no browser) and reads Korean
+# pages, so the machine needs Chromium and a CJK font. Installed here, as root, when missing; a
+# machine where this cannot run says what to install. CI runs as root on Debian.
+SYSTEM_PACKAGES := chromium fonts-noto-cjk
+system:
+	@if command -v chromium >/dev/null 2>&1 && fc-list 2>/dev/null | grep -qi "noto sans cjk"; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing $(SYSTEM_PACKAGES) (Debian packages, for the site's browser test)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null; \
+	else echo "tpututor: the site test needs $(SYSTEM_PACKAGES): sudo apt-get install $(SYSTEM_PACKAGES)" >&2; fi
+
 run: $(STAMP)
 	$(PY) -m tpututor run --profile $(PROFILE) --out build
 
 # Each lesson is executed once, into $(TEST_RUN); the stable-output and student checks read those.
-test: $(STAMP)
-	TPUTUTOR_PROFILE=ci TPUTUTOR_TEST_RUN=$(TEST_RUN) $(PY) -m pytest
+test: $(STAMP) $(COLAB_STAMP) system
+	TPUTUTOR_PROFILE=ci TPUTUTOR_TEST_RUN=$(TEST_RUN) TPUTUTOR_STRICT_SKIPS=1 $(PY) -m pytest
 
 test-fast: $(STAMP)
 	TPUTUTOR_PROFILE=ci $(PY) -m pytest -m "not lessons and not slow"
 
-# Colab's TPU runtime keeps its own JAX (the setup cell does not replace it: libtpu must match), and
-# the Flax, Optax, Orbax and Grain built for it, so the lessons must also run on those versions: a
-# second venv with them, everything else as locked. Lessons that import TensorFlow or PyTorch are
-# skipped there by the runner, saying so (their front matter names what they import).
-COLAB_VENV  := .venv-colab-jax
-colab-jax: $(STAMP)
-	@test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
-	$(PY) -c "from tpututor.course.fakes import COLAB_TPU_PACKAGES as p, COLAB_JAX_STACK as s; \
-	  print('\n'.join(f'{n}=={p[n]}' for n in s))" > $(COLAB_VENV)/colab.txt
-	grep -v -i -E "^($$(cut -d= -f1 $(COLAB_VENV)/colab.txt | paste -sd'|'))==" constraints.txt > $(COLAB_VENV)/constraints.txt
-	$(COLAB_VENV)/bin/pip install --quiet --no-cache-dir -c $(COLAB_VENV)/constraints.txt \
-	  -r $(COLAB_VENV)/colab.txt papermill ipykernel matplotlib tqdm pyyaml
+# Colab's TPU runtime keeps its own JAX (the setup cell does not replace it: libtpu must match), its
+# PyTorch/XLA, Flax, Optax, Orbax and Grain, on Python 3.13: the lessons must run on those versions too.
+# A second venv holds that stack (tpututor/course/fakes.py names it) and the add-ons a setup cell
+# installs there; `make colab` runs every lesson in it. Only 05 may skip (that runtime has no
+# TensorFlow); any other skip fails the run. `make test` builds the venv first: the error atlas's
+# tests also run each JAX example under Colab's JAX.
+COLAB_VENV   := .venv-colab
+COLAB_STAMP  := $(COLAB_VENV)/.tpututor-installed
+COLAB_PY_BIN ?= $(shell for p in $$(command -v python3.13) $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
+                   "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null && { echo "$$p"; break; }; done)
+COLAB_SKIPS  := 05_tf_tpustrategy
+$(COLAB_STAMP): tpututor/course/fakes.py tpututor/launch.py | $(STAMP)
+	@test -n "$(COLAB_PY_BIN)" || { echo "tpututor: Colab's TPU runtime is Python 3.13: install python3.13 (or run make COLAB_PY_BIN=/path/to/python3.13)" >&2; exit 1; }
+	@test -x $(COLAB_VENV)/bin/python || $(COLAB_PY_BIN) -m venv $(COLAB_VENV)
+	$(PY) -c "from tpututor.course.fakes import colab_requirements as r; print('\n'.join(r()))" > $(COLAB_VENV)/colab.txt
+	$(COLAB_VENV)/bin/pip install --quiet --no-cache-dir -r $(COLAB_VENV)/colab.txt papermill ipykernel matplotlib tqdm pyyaml
 	$(COLAB_VENV)/bin/pip install --quiet --no-deps -e .
-	$(COLAB_VENV)/bin/python -m tpututor run --profile ci --out build/colab-jax --no-html
+	@touch $@
+
+colab: $(COLAB_STAMP)
+	$(COLAB_VENV)/bin/python -m tpututor run --profile ci --out build/colab --no-html --allow-skip $(COLAB_SKIPS)
+
+colab-jax: colab  # the name it had when only the JAX lessons ran there
 
 # The accelerator day (tpututor/course/device.py): the wheels a GPU machine's image lacks, for its
 # Python 3.12, downloaded here; and the same check rehearsed here on the CPU, in a fresh Python 3.12
@@ -131,4 +154,4 @@ clean:
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(COLAB_VENV) $(DEVICE_VENV) *.egg-info
+	rm -rf $(VENV) $(COLAB_VENV) .venv-colab-jax $(DEVICE_VENV) *.egg-info

@@ -21,7 +21,7 @@ from tpututor.runtime import detect_accelerator
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-COLAB_PYTHON = ROOT / ".venv-colab-jax" / "bin" / "python"
+COLAB_PYTHON = ROOT / ".venv-colab" / "bin" / "python"
 REPRODUCED = [e for e in ENTRIES if e.reproduced]
 WITH_FIX = [e for e in REPRODUCED if e.fixed]
 JAX_REPRODUCED = [e for e in REPRODUCED if e.framework == "JAX"]
@@ -196,7 +196,7 @@ def test_explain_finds_the_entry_from_the_whole_output_of_its_example(entry):
     assert found and found[0].entry is entry, ([(m.entry.id, m.score, m.exact) for m in found], output[-3000:])
 
 
-@pytest.mark.skipif(not COLAB_PYTHON.exists(), reason="no .venv-colab-jax here (make colab-jax builds it)")
+@pytest.mark.skipif(not COLAB_PYTHON.exists(), reason="no .venv-colab here (make colab builds it; make test does first)")
 @pytest.mark.parametrize("entry", JAX_REPRODUCED, ids=lambda e: e.id)
 def test_jax_entries_say_truly_whether_colabs_jax_prints_the_same(entry):
     seen = "jax 0.7.2" in entry.versions

@@ -17,7 +17,7 @@ what the lesson is, for people and for tools::
       objectives:
       - tell which runtime ...
 
-The README table, the runner, the Colab metadata, ``make colab-jax``, the workshop guide and
+The README table, the runner, the Colab metadata, ``make colab``, the workshop guide and
 the table shipped to learners (``tpututor/data/lessons.json``, for the pre-flight) all read
 it through :func:`lessons`. The lessons are found in the repository a tool runs in (or an
 explicit folder), never next to the installed package.

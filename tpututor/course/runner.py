@@ -3,7 +3,7 @@
 Used by ``make run`` (``python -m tpututor run``) and by the test suite, so a lesson runs the
 same way in both. The lessons are those of the clone (:mod:`tpututor.course.catalog`), or the
 notebooks named. A lesson whose front matter ``imports`` a framework that is missing or broken
-here is *skipped* with the reason (``make colab-jax`` relies on this), never half-run.
+here is *skipped* with the reason (``make colab`` relies on this), never half-run.
 
 With ``rehearse=True`` (the test suite) the run ends with one more cell, added to the executed
 copy only: it replays every exercise as the student build has it (the worked answer replaced by
