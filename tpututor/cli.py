@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict
 from typing import Sequence
@@ -84,6 +85,17 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--optimizer-bytes", type=_plan_bytes, default=8.0,
                     help="optimizer bytes per parameter (default 8, Adam's two f32 moments)")
     pl.add_argument("--json", action="store_true", help="print a JSON document instead of text")
+
+    sv = sub.add_parser("plan-serving", help="chips, batch, latency bounds and $ per million tokens of serving a model")
+    sv.add_argument("--model", required=True, help="llama-3.1-8b, llama-3-70b or qwen2.5-0.5b")
+    sv.add_argument("--chip", required=True, help="a TPU in the chip table: v5e, v5p, v6e, 7x")
+    sv.add_argument("--prompt", type=_number, required=True, help="prompt tokens per request, e.g. 7680")
+    sv.add_argument("--output", type=_number, required=True, help="output tokens per request, e.g. 512")
+    sv.add_argument("--latency-ms", type=_number, default=None, help="per-token latency to keep, e.g. 50")
+    sv.add_argument("--weight-bytes", type=_number, default=2.0, help="bytes per weight: 2 (bf16), 1 (int8)")
+    sv.add_argument("--kv-bytes", type=_number, default=2.0, help="bytes per cached value: 2 (bf16), 1 (int8)")
+    sv.add_argument("--region", default="us-central1", help="region of the price table (default us-central1)")
+    sv.add_argument("--reserve", type=_number, default=0.1, help="share of HBM kept for the runtime (default 0.1)")
     return p
 
 
@@ -278,6 +290,23 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan_serving(args: argparse.Namespace) -> int:
+    from .serving.planner import Traffic, plan_serving
+
+    def whole(x: float) -> int | float:
+        return int(x) if math.isfinite(x) and x == int(x) else x  # NaN, inf and fractions stay, for the planner to refuse
+
+    try:
+        p = plan_serving(args.model, args.chip, Traffic(whole(args.prompt), whole(args.output), args.latency_ms),
+                         weight_bytes=args.weight_bytes, kv_bytes=args.kv_bytes, region=args.region,
+                         reserve=args.reserve)
+    except (ValueError, KeyError) as exc:
+        print(f"python -m tpututor plan-serving: error: {exc}", file=sys.stderr)
+        return 2
+    print(p.text())
+    return 0 if p.chosen is not None else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -285,4 +314,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print("python -m tpututor: error: choose a command: doctor, chips, bench, run or plan", file=sys.stderr)
         return 2
-    return {"doctor": _doctor, "chips": _chips, "bench": _bench, "run": _run, "plan": _plan}[args.command](args)
+    return {"doctor": _doctor, "chips": _chips, "bench": _bench, "run": _run, "plan": _plan,
+            "plan-serving": _plan_serving}[args.command](args)
