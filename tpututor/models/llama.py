@@ -267,7 +267,7 @@ def logical_to_mesh(model: nnx.Module, rules: Mapping[str, str | tuple[str, ...]
 
     def spec(x):
         names = tuple(getattr(x, "logical_axes", ()))
-        if len(names) == x[...].ndim - 1:  # a layer's weight, stacked along the scanned layer axis
+        if len(names) == len(x.shape) - 1:  # a layer's weight, stacked along the scanned layer axis
             names = ("layers",) + names
         return PartitionSpec(*(rules.get(n) if n is not None else None for n in names))
 
