@@ -349,3 +349,38 @@ def test_collective_table_marks_a_group_the_slice_cannot_hold_and_asks_for_a_sli
         mesh.collective_table(found, chips=("v3",))
     with pytest.raises(ValueError, match="no ICI cost model for TPU7x"):
         mesh.collective_table(found, chips=("7x",))
+
+
+def test_a_collective_knows_which_program_parameter_it_reads_through_layout_only_ops():
+    text = """HloModule m
+ENTRY e {
+  p0 = f32[512,64]{1,0} parameter(0)
+  p1 = f32[1,512,64]{2,1,0} parameter(1)
+  b = f32[512,64]{1,0} bitcast(p0)
+  ag = f32[2048,64]{1,0} all-gather(b), replica_groups=[1,4]<=[4], dimensions={0}
+  t = f32[1,512,64]{2,1,0} tanh(p1)
+  ag2 = f32[1,2048,64]{2,1,0} all-gather(f32[1,512,64]{2,1,0} %t), replica_groups=[1,4]<=[4], dimensions={1}
+  ROOT r = (f32[2048,64]{1,0}, f32[1,2048,64]{2,1,0}) tuple(ag, ag2)
+}"""
+    weight, activation = mesh.collectives(text)
+    assert weight.parameter == 0  # a weight, gathered: the operand is input 0, bitcast on the way
+    assert activation.parameter is None  # computed in the step: an activation, whatever its shape
+
+
+def test_a_reduction_whose_result_updates_a_parameter_is_a_gradient_whatever_its_shape():
+    text = """HloModule m
+ENTRY e {
+  w = f32[512,64]{1,0} parameter(0)
+  x = f32[512,64]{1,0} parameter(1)
+  h = f32[512,64]{1,0} tanh(x)
+  activation = f32[512,64]{1,0} all-reduce(h), replica_groups=[1,4]<=[4], to_apply=add
+  g = f32[512,64]{1,0} multiply(x, x)
+  gradient = f32[512,64]{1,0} all-reduce(g), replica_groups=[1,4]<=[4], to_apply=add
+  b = f32[512,64]{1,0} bitcast(gradient)
+  new = f32[512,64]{1,0} subtract(w, b)
+  out = f32[512,64]{1,0} exponential(activation)
+  ROOT r = (f32[512,64]{1,0}, f32[512,64]{1,0}) tuple(new, out)
+}"""
+    activation, gradient = mesh.collectives(text)
+    assert activation.updates is None  # the same shape as the weight, but it never meets one
+    assert gradient.updates == 0  # subtracted from parameter 0 (through a bitcast): an optimizer update

@@ -187,6 +187,8 @@ class Collective:
     bytes: int  # the result's size on each device
     group_size: int | None  # devices taking part in each group
     moved: float | None  # bytes each device sends in a one-way ring
+    parameter: int | None = None  # the program's parameter number the operand is, through layout-only ops
+    updates: int | None = None  # the parameter number the result is combined with, same size: a gradient
 
     @property
     def result(self) -> str:
@@ -252,8 +254,81 @@ def collectives(program: Any, devices: int | None = None) -> list[Collective]:
                 shape = "(" + ", ".join(parts[len(parts) // 2:]) + ")"
             nbytes = hlo.shape_bytes(shape)  # a combined collective's tuple counts every buffer
             n = _group_size(inst.text, devices)
-            out.append(Collective(kind, inst.name, shape, nbytes, n, _moved(kind, nbytes, n)))
+            by_name = {i.name: i for i in comp.instructions}
+            first = _OPERAND.match(inst.text.strip())
+            out.append(Collective(kind, inst.name, shape, nbytes, n, _moved(kind, nbytes, n),
+                                  _trace_parameter(first.group(1), by_name) if first and comp.entry else None,
+                                  _updated_parameter(inst, comp, by_name) if comp.entry else None))
     return out
+
+
+# Ops that only move, retype or relabel a value: what they read is still the same tensor.
+_LAYOUT_OPS = frozenset({"bitcast", "copy", "reshape", "transpose", "convert", "copy-start", "copy-done",
+                         "get-tuple-element", "optimization-barrier"})
+_OPERAND = re.compile(r"^\(?\s*(?:[a-z]\w*\[[^\]]*\](?:\{[^}]*\})?\s+)?%?([\w.\-]+)")  # text after the opcode
+_NAMES = re.compile(r"%?([A-Za-z_][\w.\-]*)")
+
+
+def _trace_parameter(name: str, by_name: dict) -> int | None:
+    """The entry parameter number the value ``name`` is, through layout-only ops (None when computed)."""
+    for _ in range(50):
+        source = by_name.get(name)
+        if source is None:
+            return None
+        if source.opcode == "parameter":
+            number = re.match(r"\s*\(?\s*(\d+)\s*\)", source.text)
+            return int(number.group(1)) if number else None
+        m = _OPERAND.match(source.text.strip())
+        if source.opcode not in _LAYOUT_OPS or not m:
+            return None
+        name = m.group(1)
+    return None
+
+
+def _operands(inst: Any, by_name: dict) -> list:
+    """The instructions ``inst`` reads (names in its operand list that name an instruction)."""
+    depth, end = 0, len(inst.text)
+    for i, ch in enumerate(inst.text):  # the operand list ends at the parenthesis that closes it
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                end = i
+                break
+            depth -= 1
+    names = _NAMES.findall(re.sub(r"[a-z]\w*\[[^\]]*\](\{[^}]*\})?", " ", inst.text[:end]))
+    return [by_name[n] for n in names if n in by_name]
+
+
+def _elements(shape: str) -> int:
+    m = hlo.ARRAY_SHAPE.search(shape)
+    return math.prod(int(d) for d in m.group(2).split(",") if d.strip()) if m else 0
+
+
+def _updated_parameter(inst: Any, comp: Any, by_name: dict) -> int | None:
+    """The entry parameter a collective's result is applied to, as a gradient is in an optimizer update:
+    the first op that reads the result (through layout-only ops) and also reads a parameter with as many
+    elements. None for an activation."""
+    size = _elements(inst.shape)
+    users: dict[str, list] = {}
+    for other in comp.instructions:
+        for operand in _operands(other, by_name):
+            users.setdefault(operand.name, []).append(other)
+    todo, seen = [inst.name], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for user in users.get(name, []):
+            if user.opcode in _LAYOUT_OPS or user.opcode.endswith("-done"):
+                todo.append(user.name)
+                continue
+            for operand in _operands(user, by_name):
+                number = _trace_parameter(operand.name, by_name)
+                if number is not None and _elements(operand.shape) == size:
+                    return number
+    return None
 
 
 HOP_LATENCY = 1e-6  # seconds per ICI hop: "typically around 1us" (scaling-book, sharding.md)
