@@ -186,3 +186,40 @@ def test_summary_counts_the_latest_attempt_per_exercise(results):
     check.equal("e", 1, 2, hint="h")
     check.equal("e", 2, 2, hint="h")
     assert check.summary() == {"passed": 1, "failed": 0, "not attempted": 0}
+
+
+@pytest.mark.parametrize("returned", ["False", [False], 1, None.__class__])
+def test_check_that_takes_only_a_real_boolean_and_calls_anything_else_the_checks_bug(results, returned):
+    r = check.that("e", lambda: returned, hint="h", answer=lambda x: x)
+    assert r.status == "failed" and "bug in the lesson's check" in r.message and "Hint" not in r.message
+
+
+def test_check_that_accepts_numpy_booleans(results):
+    import numpy as np
+
+    assert check.that("e", lambda: np.bool_(True), hint="h").status == "passed"
+    assert check.that("e", lambda: np.array(1.0) > 2, hint="h").status == "failed"
+
+
+def test_an_error_in_the_checks_own_code_is_the_checks_not_the_learners(results, monkeypatch):
+    def answer(x):
+        return x * 2
+
+    def test():
+        assert answer(2) == 4
+        return {}["missing"]  # the check's bug
+
+    r = check.that("e", test, hint="h", answer=answer)
+    assert "the check itself raised KeyError" in r.message and "Hint" not in r.message
+    monkeypatch.setenv(check.STRICT_ENV, "1")
+    with pytest.raises(check.CheckBroken):
+        check.that("e", test, hint="h", answer=answer)
+
+
+def test_an_error_in_the_learners_function_is_the_learners_with_the_hint_and_the_seed(results):
+    def answer(x):
+        return x / 0
+
+    r = check.that("e", lambda: answer(1) == 1, hint="divide by the count", answer=answer, seed=1234)
+    assert r.status == "failed" and "ZeroDivisionError" in r.message and "divide by the count" in r.message
+    assert "seed 1234" in r.message

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["ExerciseFailed", "Result", "RESULTS", "attempted", "equal", "close", "that", "summary", "progress",
+__all__ = ["ExerciseFailed", "CheckBroken", "Result", "RESULTS", "attempted", "equal", "close", "that", "summary", "progress",
            "report", "report_text"]
 
 STRICT_ENV = "TPUTUTOR_STRICT_CHECKS"
@@ -135,12 +135,61 @@ def close(exercise: str, got: Any, expected: float, *, hint: str, rel: float = 1
     return _record(Result(exercise, "failed", f"got {value:.4g}, off by more than {rel:.0%}. Hint: {hint}"))
 
 
-def that(exercise: str, test: Callable[[], bool], *, hint: str, answer: Any = True) -> Result:
+class CheckBroken(RuntimeError):
+    """The check's own code failed (not the learner's): a bug in the lesson, raised under strict checks."""
+
+
+def _is_bool(value: Any) -> bool:
+    """A real yes or no: ``bool``, or a NumPy/JAX/torch boolean scalar; not ``"False"``, not ``[False]``."""
+    if isinstance(value, bool):
+        return True
+    dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+    return dtype is not None and str(dtype) in ("bool", "torch.bool") and tuple(shape or ()) == ()
+
+
+def _learners(exc: BaseException, answers: tuple) -> bool:
+    """Whether the exception came from the learner's code: a frame of one of the answer functions (or
+    of code they define) is on its traceback. Answers that are values, not functions, are the learner's
+    too: a check that fails reading them was given a wrong kind of answer."""
+    import inspect
+
+    codes = set()
+    for a in answers:
+        if callable(a):
+            try:
+                a = inspect.unwrap(a)
+            except ValueError:
+                pass
+            code = getattr(a, "__code__", None) or getattr(getattr(a, "__call__", None), "__code__", None)
+            todo = [code] if code is not None else []
+            while todo:  # the function and everything defined inside it (closures, lambdas)
+                c = todo.pop()
+                codes.add(c)
+                todo += [k for k in c.co_consts if hasattr(k, "co_code")]
+    if not codes:
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _seeded(message: str, seed: int | None) -> str:
+    return message if seed is None else f"{message} [seed {seed}: the same inputs come back with seed={seed}]"
+
+
+def that(exercise: str, test: Callable[[], bool], *, hint: str, answer: Any = True, seed: int | None = None) -> Result:
     """Pass when ``test()`` returns True.
 
     ``answer`` is what the learner wrote (a value, a function, or a tuple of them): while any of
     it is still a stub, the check says NOT ATTEMPTED without running ``test``. So does a test that
-    raises ``NotImplementedError`` or returns ``...``; any other exception is a failure, reported.
+    raises ``NotImplementedError`` or returns ``...``. An exception from the learner's code is a
+    failure, reported with the hint; one from the check's own code (no frame of the learner's
+    functions on its traceback) is reported as a broken check, not as the learner's mistake, and so
+    is a test that returns anything but a real boolean. ``seed``, when the check draws random inputs,
+    is printed in a FAILED line so the failure can be replayed.
     """
     answers = answer if isinstance(answer, tuple) else (answer,)
     if not all(attempted(a) for a in answers):
@@ -150,12 +199,27 @@ def that(exercise: str, test: Callable[[], bool], *, hint: str, answer: Any = Tr
     except NotImplementedError:
         ok = ...
     except Exception as exc:  # the learner's code raised: report it, do not crash the notebook
-        return _record(Result(exercise, "failed", f"{type(exc).__name__}: {exc}. Hint: {hint}"))
+        if _learners(exc, answers):
+            return _record(Result(exercise, "failed", _seeded(f"{type(exc).__name__}: {exc}. Hint: {hint}", seed)))
+        return _broken(exercise, f"the check itself raised {type(exc).__name__}: {exc}")
     if not attempted(ok):
         return _record(Result(exercise, "not attempted", "fill in the exercise cell above"))
+    if not _is_bool(ok):
+        return _broken(exercise, f"the check returned {_short(ok)}, not True or False")
     if ok:
         return _record(Result(exercise, "passed"))
-    return _record(Result(exercise, "failed", f"Hint: {hint}"))
+    return _record(Result(exercise, "failed", _seeded(f"Hint: {hint}", seed)))
+
+
+def _broken(exercise: str, why: str) -> Result:
+    """A check that cannot judge: said plainly (it is the lesson's bug), raised under strict checks."""
+    result = Result(exercise, "failed", f"{why}. This is a bug in the lesson's check, not in your answer: "
+                                        "please report it")
+    RESULTS.append(result)
+    print(result)
+    if os.environ.get(STRICT_ENV, "") not in ("", "0"):
+        raise CheckBroken(str(result))
+    return result
 
 
 def _latest(results: list[Result] | None) -> list[Result]:
