@@ -81,7 +81,8 @@ def differences(reference, executed) -> list[str]:
 
 
 def write(executed_dir: Path, root: Path | None = None) -> list[Path]:
-    """Write the references of every lesson with stable cells from the executed notebooks in a folder."""
+    """Write the references of the lessons with stable cells executed in a folder (the others are left
+    as they are, so one lesson's reference can be refreshed from a run of that lesson alone)."""
     import nbformat
 
     target = reference_dir(root)
@@ -89,12 +90,12 @@ def write(executed_dir: Path, root: Path | None = None) -> list[Path]:
     written = []
     for lesson in catalog.lessons(None if root is None else root / "notebooks"):
         executed = Path(executed_dir) / lesson.notebook.name
-        if not stable_cells(nbformat.read(lesson.notebook, as_version=4)):
+        if not stable_cells(nbformat.read(lesson.notebook, as_version=4)) or not executed.exists():
             continue
-        if not executed.exists():
-            raise FileNotFoundError(f"no executed {executed.name} in {executed_dir}")
         nbformat.write(reference_from(nbformat.read(executed, as_version=4)), target / executed.name)
         written.append(target / executed.name)
+    if not written:
+        raise FileNotFoundError(f"no executed lesson with stable cells in {executed_dir}")
     return written
 
 
