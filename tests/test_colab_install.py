@@ -86,6 +86,10 @@ def test_setup_cell_installs_the_release_from_its_tag_and_lesson_00_runs_on_cola
     assert "tpututor 0.1.0 on colab" in setup_outputs, setup_outputs
     assert not [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
 
+    asked = sh(python, "-c", "from tpututor import check; check.hint('00.1'); check.solution('00.1')", env=env,
+               cwd=tmp_path)  # not the clone: the installed package
+    assert "Hint for 00.1" in asked.stdout and "def jax_devices" in asked.stdout, "the answers ship with the package"
+
     installed = json.loads(sh(python, "-m", "pip", "inspect", env=env).stdout)["installed"]
     ours = next(d for d in installed if d["metadata"]["name"] == "tpututor")
     assert ours["direct_url"]["vcs_info"]["requested_revision"] == s.tag, "installed from the release tag"

@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from conftest import CATALOG, EXECUTIONS, LESSON_IDS as IDS, LESSONS, ROOT
+from tpututor import exercises
 from tpututor.course import reference, runner, student
 
 REPO = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["tpututor"]
@@ -121,7 +122,8 @@ def test_no_cell_after_the_exercises_uses_an_answer(md):
 def test_reference_for_stable_cells_matches_the_lesson(md):
     ref = reference.reference_dir(ROOT) / md.with_suffix(".ipynb").name
     assert ref.exists(), f"no {ref.relative_to(ROOT)}: run make reference"
-    assert cell_sources(nbformat.read(ref, as_version=4)) == cell_sources(jupytext.read(md)), (
+    lesson = runner.with_answers(jupytext.read(md), md.stem)  # executed as CI runs it: worked answers in
+    assert cell_sources(nbformat.read(ref, as_version=4)) == cell_sources(lesson), (
         f"{ref.name} is older than the lesson: run make reference")
     assert all(c.outputs for c in reference.stable_cells(nbformat.read(ref, as_version=4))), (
         "every stable cell has a reference output")
@@ -179,6 +181,38 @@ def test_the_student_build_says_not_attempted_for_every_exercise(stem, executed)
     assert len(verdicts) == len(student.exercises(nb)) >= 2
     for v in verdicts:
         assert v["error"] is None and v["statuses"] == ["not attempted"], v
+
+
+@pytest.mark.lessons
+@pytest.mark.parametrize("stem", IDS)
+def test_every_check_fails_every_answer_known_to_be_wrong(stem, executed):
+    result = executed(stem)
+    assert result.status == "ok", result.error
+    nb = nbformat.read(result.output, as_version=4)
+    marked = [ln for ln in lines_of(nb, rehearsal=True) if ln.startswith(student.REHEARSAL_MARK)]
+    for v in json.loads(marked[0][len(student.REHEARSAL_MARK):]):
+        for wrong in v["wrong"]:
+            assert wrong["error"] is None and wrong["statuses"] == ["failed"], (v["check"], wrong)
+
+
+# Lessons whose worked answers are out of sight (in tpututor/exercises); the others still show them.
+ANSWERS_HIDDEN = exercises.lessons()
+
+
+@pytest.mark.parametrize("stem", ANSWERS_HIDDEN)
+def test_a_lesson_with_hidden_answers_shows_only_stubs_and_keeps_two_wrong_answers_per_exercise(stem):
+    for path in (ROOT / "notebooks" / f"{stem}.ipynb", ROOT / "notebooks" / "ko" / f"{stem}.ipynb"):
+        nb = nbformat.read(path, as_version=4)
+        pairs = student.exercises(nb)
+        known = exercises.for_lesson(stem)
+        assert sorted(exercises.id_in(c.source) for _, c in pairs) == sorted(known), path.name
+        for solution, check_cell in pairs:
+            entry = known[exercises.id_in(check_cell.source)]
+            assert solution.source.strip() == student.stub_source(entry.solution, entry.id).strip(), (
+                f"{path.name}: the answer cell of {entry.id} is not the stub of its worked answer: "
+                f"{solution.source[:120]!r}")
+    for entry in exercises.for_lesson(stem).values():
+        assert len(entry.wrong) >= 2 and entry.hints, f"{entry.id}: two wrong answers and a hint at least"
 
 
 @pytest.mark.lessons

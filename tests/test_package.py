@@ -223,3 +223,19 @@ def test_an_error_in_the_learners_function_is_the_learners_with_the_hint_and_the
     r = check.that("e", lambda: answer(1) == 1, hint="divide by the count", answer=answer, seed=1234)
     assert r.status == "failed" and "ZeroDivisionError" in r.message and "divide by the count" in r.message
     assert "seed 1234" in r.message
+
+
+def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys, monkeypatch):
+    monkeypatch.setattr(check, "_HINTS_SHOWN", {})
+    from tpututor import exercises
+
+    entry = exercises.get("00.1")
+    for n in range(len(entry.hints) + 1):
+        check.hint("00.1")
+        out = capsys.readouterr().out
+        assert entry.hints[min(n, len(entry.hints) - 1)] in out
+    assert "check.solution('00.1')" in out
+    check.solution("00.1")
+    assert entry.solution in capsys.readouterr().out
+    with pytest.raises(KeyError, match="00.1, 00.2"):
+        check.hint("00.9")

@@ -21,7 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["ExerciseFailed", "CheckBroken", "Result", "RESULTS", "attempted", "equal", "close", "that", "summary", "progress",
+__all__ = ["ExerciseFailed", "CheckBroken", "Result", "RESULTS", "attempted", "equal", "close", "that", "hint", "solution",
+           "summary", "progress",
            "report", "report_text"]
 
 STRICT_ENV = "TPUTUTOR_STRICT_CHECKS"
@@ -220,6 +221,33 @@ def _broken(exercise: str, why: str) -> Result:
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
         raise CheckBroken(str(result))
     return result
+
+
+_HINTS_SHOWN: dict[str, int] = {}
+
+
+def hint(exercise: str) -> None:
+    """Show the next hint of an exercise (``check.hint("00.1")``); call it again for a stronger one."""
+    from . import exercises
+
+    entry = exercises.get(exercise)
+    if not entry.hints:
+        print(f"{entry.id} has no hints: check.solution({entry.id!r}) shows the worked answer")
+        return
+    n = _HINTS_SHOWN.get(entry.id, 0)
+    shown = min(n, len(entry.hints) - 1)
+    _HINTS_SHOWN[entry.id] = n + 1
+    more = (f" (hint {shown + 1} of {len(entry.hints)}: call again for the next)" if shown + 1 < len(entry.hints)
+            else f" (the last hint; check.solution({entry.id!r}) shows the worked answer)")
+    print(f"Hint for {entry.id}{more}:\n{entry.hints[shown]}")
+
+
+def solution(exercise: str) -> None:
+    """Show the worked answer of an exercise (``check.solution("00.1")``): try the hints first."""
+    from . import exercises
+
+    entry = exercises.get(exercise)
+    print(f"A worked answer for {entry.id} (one of many; yours may differ and still pass):\n\n{entry.solution}")
 
 
 def _latest(results: list[Result] | None) -> list[Result]:

@@ -26,7 +26,7 @@ from ..check import STRICT_ENV
 from ..config import ENV_VAR, profile as resolve_profile
 from . import catalog
 
-__all__ = ["discover", "execute", "run_all", "write_timings", "format_table", "LessonResult", "REHEARSAL_TAG",
+__all__ = ["discover", "execute", "with_answers", "run_all", "write_timings", "format_table", "LessonResult", "REHEARSAL_TAG",
            "missing_imports"]
 
 CELL_TIMEOUT = {"ci": 300, "full": 1800}
@@ -88,17 +88,40 @@ def missing_imports(notebook: Path) -> list[str]:
     return out
 
 
-def _with_rehearsal(notebook: Path, folder: Path) -> Path:
-    """A copy of ``notebook`` with the rehearsal cell appended (see the module docstring)."""
-    import nbformat
-
+def with_answers(nb, lesson: str):
+    """``nb`` (changed in place, and returned) with the worked answers of ``tpututor.exercises`` in its
+    answer cells, where the lesson keeps them there (a lesson that still shows them is left as it is)."""
+    from .. import exercises as store
     from .student import exercises
 
-    nb = nbformat.read(notebook, as_version=4)
-    pairs = [{"solution": s.source, "check": c.source} for s, c in exercises(nb)]
-    source = ("from tpututor.course import student as _student\n"
-              f"_student.rehearse(get_ipython(), {json.dumps(pairs)!r})")
-    nb.cells.append(nbformat.v4.new_code_cell(source, metadata={"tags": [REHEARSAL_TAG]}))
+    known = store.for_lesson(lesson)
+    for solution, check_cell in exercises(nb):
+        entry = known.get(store.id_in(check_cell.source) or "")
+        if entry is not None:
+            solution.source = entry.solution
+    return nb
+
+
+def _prepared(notebook: Path, folder: Path, rehearse: bool) -> Path:
+    """A copy of ``notebook`` with the worked answers kept in ``tpututor.exercises`` put into its answer
+    cells (the notebook a learner opens holds stubs), and with ``rehearse`` the rehearsal cell appended:
+    every check run again against its stub and against each answer known to be wrong."""
+    import nbformat
+
+    from .. import exercises as store
+    from .student import exercises
+
+    nb = with_answers(nbformat.read(notebook, as_version=4), notebook.stem)
+    known = store.for_lesson(notebook.stem)
+    pairs = []
+    for solution, check_cell in exercises(nb):
+        entry = known.get(store.id_in(check_cell.source) or "")
+        pairs.append({"solution": solution.source, "check": check_cell.source,
+                      "wrong": [{"why": w.why, "code": w.code} for w in (entry.wrong if entry else ())]})
+    if rehearse:
+        source = ("from tpututor.course import student as _student\n"
+                  f"_student.rehearse(get_ipython(), {json.dumps(pairs)!r})")
+        nb.cells.append(nbformat.v4.new_code_cell(source, metadata={"tags": [REHEARSAL_TAG]}))
     path = folder / notebook.name
     nbformat.write(nb, path)
     return path
@@ -136,7 +159,7 @@ def execute(
     start = time.perf_counter()
     status, error = "ok", None
     with tempfile.TemporaryDirectory() as tmp, _env(**{ENV_VAR: profile, STRICT_ENV: "1"}):
-        source = _with_rehearsal(notebook, Path(tmp)) if rehearse else notebook
+        source = _prepared(notebook, Path(tmp), rehearse)
         try:
             papermill.execute_notebook(
                 str(source), str(output), kernel_name=kernel, cwd=str(notebook.parent),

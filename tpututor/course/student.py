@@ -24,18 +24,25 @@ from pathlib import Path
 from typing import Any, Sequence
 
 __all__ = ["stub_source", "student_notebook", "build", "exercises", "bound_names", "rehearse", "REHEARSAL_MARK",
-           "STUB_HEADER", "ANSWERS_NOTE", "STUDENT_NOTE"]
+           "STUB_HEADER", "ANSWERS_NOTE", "STUDENT_NOTE", "HIDDEN_NOTE"]
 
 STUB_HEADER = "# Your answer: replace each ... (the check below reports NOT ATTEMPTED until you do)."
 # The sentence every lesson's Exercises section starts with, and what the student build says instead.
 ANSWERS_NOTE = "The answer cells hold worked answers: cover them, write your own, run the check."
 STUDENT_NOTE = "Write your answer in each answer cell, replacing every `...`, then run the check below it."
+# What a lesson whose worked answers are out of sight (in tpututor.exercises) says instead of ANSWERS_NOTE.
+HIDDEN_NOTE = ("Each answer cell holds a stub: replace its `...` with your answer, then run the check below "
+               "it. Stuck? The stub's first line names `check.hint` (a hint, and another each time you call "
+               "it) and `check.solution` (a worked answer).")
 
 
-def stub_source(source: str) -> str:
-    """A solution cell's code with every answer replaced by ``...``."""
+def stub_source(source: str, exercise_id: str | None = None) -> str:
+    """A solution cell's code with every answer replaced by ``...``; with ``exercise_id``, the header
+    also says how to ask for a hint and for the worked answer (``check.hint``, ``check.solution``)."""
     tree = ast.parse(source)
-    lines = [STUB_HEADER]
+    lines = [STUB_HEADER if exercise_id is None else
+             f"# Your answer: replace each ... below. Stuck? check.hint({exercise_id!r}) (again for more), "
+             f"check.solution({exercise_id!r})."]
     for node in tree.body:
         if isinstance(node, ast.Assign):
             targets = " = ".join(ast.unparse(t) for t in node.targets)
@@ -98,27 +105,34 @@ def rehearse(shell, pairs_json: str) -> list[dict]:
     """Replay each exercise as the student build has it, in the kernel the lesson ran in.
 
     For each (solution, check) pair: forget the names the worked answer bound, run its stub,
-    run the check, and record the check's verdicts and any error. Strict checks are off, output
+    run the check, and record the check's verdicts and any error; then the same for each answer
+    known to be wrong (``pair["wrong"]``, from ``tpututor.exercises``). Strict checks are off, output
     is swallowed; one line ``tpututor-rehearsal: [...]`` (JSON) is printed for the test suite.
     """
     from .. import check
+
+    def run(answer: str, check_source: str, forget: str) -> dict:
+        for name in bound_names(forget):
+            shell.user_ns.pop(name, None)
+        before, error = len(check.RESULTS), None
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for source in (answer, check_source):
+                try:
+                    exec(compile(shell.transform_cell(source), "<rehearsal>", "exec"), shell.user_ns)
+                except Exception as exc:  # the student build would stop here: that is the finding
+                    error = f"{type(exc).__name__}: {exc}"
+                    break
+        return {"statuses": [r.status for r in check.RESULTS[before:]], "error": error}
 
     verdicts = []
     strict = os.environ.pop(check.STRICT_ENV, None)
     try:
         for pair in json.loads(pairs_json):
-            for name in bound_names(pair["solution"]):
-                shell.user_ns.pop(name, None)
-            before, error = len(check.RESULTS), None
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                for source in (stub_source(pair["solution"]), pair["check"]):
-                    try:
-                        exec(compile(shell.transform_cell(source), "<rehearsal>", "exec"), shell.user_ns)
-                    except Exception as exc:  # the student build would stop here: that is the finding
-                        error = f"{type(exc).__name__}: {exc}"
-                        break
-            verdicts.append({"check": pair["check"].strip().splitlines()[-1][:120],
-                             "statuses": [r.status for r in check.RESULTS[before:]], "error": error})
+            verdict = {"check": pair["check"].strip().splitlines()[-1][:120],
+                       **run(stub_source(pair["solution"]), pair["check"], pair["solution"])}
+            verdict["wrong"] = [{"why": w["why"], **run(w["code"], pair["check"], pair["solution"] + "\n" + w["code"])}
+                                for w in pair.get("wrong", [])]
+            verdicts.append(verdict)
     finally:
         if strict is not None:
             os.environ[check.STRICT_ENV] = strict
@@ -138,7 +152,8 @@ def student_notebook(nb):
         cell.outputs, cell.execution_count = [], None
         tags = cell.metadata.get("tags", [])
         if "solution" in tags:
-            cell.source = stub_source(cell.source)
+            if not cell.source.lstrip().startswith("# Your answer"):  # a stub already: the answers are hidden
+                cell.source = stub_source(cell.source)
             cell.metadata["tags"] = [t for t in tags if t != "solution"] + ["exercise"]
     out.metadata["tpututor"] = {"build": "student"}
     return out

@@ -1,0 +1,96 @@
+"""The lessons' exercises, out of sight: worked answers, hints, and answers known to be wrong.
+
+A lesson's notebook holds each exercise as a stub (the answer cell) and its check. What a learner
+should not see before asking lives here, one file per lesson (``tpututor/exercises/NN_topic.toml``),
+shipped with the package so a Colab install has it:
+
+.. code-block:: toml
+
+    ["00.1"]
+    hints = ["first hint", "a stronger one", "nearly the answer"]
+    solution = '''
+    def jax_devices(slice_name): ...
+    '''
+
+    [["00.1".wrong]]
+    why = "counts every number as chips"
+    code = '''
+    def jax_devices(slice_name): ...
+    '''
+
+``check.hint("00.1")`` shows the hints one at a time, ``check.solution("00.1")`` the worked answer.
+The course runner puts the worked answers into the answer cells when it executes a lesson (CI,
+``make run``, the site), and its rehearsal runs every check against each wrong answer, which must
+FAIL, and against the stub, which must say NOT ATTEMPTED.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+__all__ = ["Exercise", "Wrong", "for_lesson", "get", "id_in", "lessons"]
+
+# The exercise a check cell judges: the first argument of its check call, "00.1 ..." -> "00.1".
+_CHECK_ID = re.compile(r"check\.(?:equal|close|that)\(\s*[\"'](\d\d\.\d+[a-z]?)\b")
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """An answer a learner really writes, and that the check must fail."""
+
+    why: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str  # "00.1"
+    lesson: str  # "00_where_am_i"
+    hints: tuple[str, ...]
+    solution: str
+    wrong: tuple[Wrong, ...]
+
+
+def id_in(check_source: str) -> str | None:
+    """The exercise id a check cell names (``check.that("00.1 ...", ...)`` -> ``"00.1"``)."""
+    m = _CHECK_ID.search(check_source)
+    return m.group(1) if m else None
+
+
+def lessons() -> list[str]:
+    """The lessons whose exercises live here."""
+    return sorted(p.name.removesuffix(".toml") for p in resources.files(__name__).iterdir()
+                  if p.name.endswith(".toml"))
+
+
+@lru_cache(maxsize=None)
+def for_lesson(lesson: str) -> dict[str, Exercise]:
+    """Every exercise of ``lesson`` (``"00_where_am_i"``), by id; empty when its answers are still in
+    the notebook."""
+    import tomllib
+
+    path = resources.files(__name__).joinpath(f"{lesson}.toml")
+    if not path.is_file():
+        return {}
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    out = {}
+    for exercise_id, entry in data.items():
+        out[exercise_id] = Exercise(
+            exercise_id, lesson, tuple(entry.get("hints", ())), entry["solution"].strip("\n"),
+            tuple(Wrong(w["why"], w["code"].strip("\n")) for w in entry.get("wrong", ())))
+    return out
+
+
+def get(exercise_id: str) -> Exercise:
+    """One exercise by id (``"00.1"``); an unknown id is a KeyError naming the lesson's ids."""
+    exercise_id = str(exercise_id).strip().split()[0] if str(exercise_id).strip() else ""
+    for lesson in lessons():
+        if lesson[:2] == exercise_id[:2]:
+            found = for_lesson(lesson)
+            if exercise_id in found:
+                return found[exercise_id]
+            raise KeyError(f"no exercise {exercise_id!r} in lesson {lesson}; it has {', '.join(found)}")
+    raise KeyError(f"no exercise {exercise_id!r}: exercises are numbered like '00.1' (lesson 00, exercise 1)")
