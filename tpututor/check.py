@@ -148,10 +148,18 @@ def _is_bool(value: Any) -> bool:
     return dtype is not None and str(dtype) in ("bool", "torch.bool") and tuple(shape or ()) == ()
 
 
+# Exceptions that, raised by a check's own code, say the check is wrong (a name it lacks, a key or an
+# attribute it expected, an import that failed). Any other one a check raises (ValueError, AssertionError,
+# TypeError, ...) is taken as its verdict on a wrong answer: checks raise those on purpose, with a message.
+_CHECK_BUGS = (NameError, KeyError, AttributeError, ImportError, SyntaxError)
+
+
 def _learners(exc: BaseException, answers: tuple) -> bool:
-    """Whether the exception came from the learner's code: a frame of one of the answer functions (or
-    of code they define) is on its traceback. Answers that are values, not functions, are the learner's
-    too: a check that fails reading them was given a wrong kind of answer."""
+    """Whether the exception is the learner's: raised by (or through) one of their functions, or raised
+    by the check on purpose about their answer; False for a programming error in the check's own code
+    (:data:`_CHECK_BUGS` with no frame of the learner's functions on its traceback)."""
+    if not isinstance(exc, _CHECK_BUGS):
+        return True
     import inspect
 
     codes = set()
@@ -187,9 +195,10 @@ def that(exercise: str, test: Callable[[], bool], *, hint: str, answer: Any = Tr
     ``answer`` is what the learner wrote (a value, a function, or a tuple of them): while any of
     it is still a stub, the check says NOT ATTEMPTED without running ``test``. So does a test that
     raises ``NotImplementedError`` or returns ``...``. An exception from the learner's code is a
-    failure, reported with the hint; one from the check's own code (no frame of the learner's
-    functions on its traceback) is reported as a broken check, not as the learner's mistake, and so
-    is a test that returns anything but a real boolean. ``seed``, when the check draws random inputs,
+    failure, reported with the hint; a programming error in the check's own code (a NameError,
+    KeyError, AttributeError or ImportError with no frame of the learner's functions on its
+    traceback) is reported as a broken check, not as the learner's mistake, and so is a test that
+    returns anything but a real boolean. ``seed``, when the check draws random inputs,
     is printed in a FAILED line so the failure can be replayed.
     """
     answers = answer if isinstance(answer, tuple) else (answer,)
