@@ -26,6 +26,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -68,12 +70,38 @@ def available() -> str | None:
     if importlib.util.find_spec("libtpu") is None:
         return ("the TPU compiler (libtpu) is not installed: pip install \"jax[tpu]=="
                 f"{jax.__version__}\" adds the one built for this JAX")
+    # A pairing of JAX and libtpu can fail in ways that kill the process (JAX 0.7.2 with libtpu 0.0.21.1,
+    # Colab's, describes slices but crashes with SIGSEGV when compiling for one), so the first compile is
+    # tried in a separate interpreter.
+    env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
     try:
-        topology("v5e-4")
-    except Exception as e:  # a libtpu that does not match this JAX, or one that cannot start
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"libtpu is installed but cannot describe a TPU slice with JAX {jax.__version__}: {first}"
+        done = subprocess.run([sys.executable, "-c", "import tpututor.aot as a; a.probe()"], capture_output=True,
+                              text=True, timeout=180, env=env)
+    except subprocess.TimeoutExpired:
+        return "compiling a small program for a TPU took over 180 s here: the TPU compiler cells are skipped"
+    if done.returncode != 0:
+        tail = [ln for ln in done.stderr.splitlines() if ln.strip() and "RAW:" not in ln][-1:] or [""]
+        libtpu = _version("libtpu")
+        return (f"JAX {jax.__version__} with libtpu {libtpu} cannot compile for a TPU here (a test compile "
+                f"{'crashed, signal ' + str(-done.returncode) if done.returncode < 0 else 'exited ' + str(done.returncode)}"
+                f"{': ' + tail[0][:200] if tail[0] else ''}); JAX 0.8 or later with its own libtpu can")
     return None
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
+
+
+def probe() -> None:
+    """Describe a one-chip v5e and compile a tiny program for it (what :func:`available` runs apart)."""
+    where = mesh("v5e-1")
+    x = abstract((8, 128), jax.numpy.float32, where)
+    jax.jit(lambda a: a * 2 + 1).lower(x).compile()
 
 
 # libtpu reads these when it first starts; on a machine that is not a TPU VM it prints warnings

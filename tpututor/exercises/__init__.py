@@ -93,4 +93,4 @@ def get(exercise_id: str) -> Exercise:
             if exercise_id in found:
                 return found[exercise_id]
             raise KeyError(f"no exercise {exercise_id!r} in lesson {lesson}; it has {', '.join(found)}")
-    raise KeyError(f"no exercise {exercise_id!r}: exercises are numbered like '00.1' (lesson 00, exercise 1)")
+    raise KeyError(f"no exercise {exercise_id!r}: exercises are numbered like '00.1' (the first exercise of 00_where_am_i)")
