@@ -316,3 +316,57 @@ def test_the_lesson_stops_its_stand_in_and_checks_the_port_is_closed():
     assert 'standin.StandIn(' in text and "lifetime_s=" in text
     tail = text[text.index("check.report()"):]
     assert "api.stop()" in tail and "connect_ex((\"127.0.0.1\", port))" in tail and "assert closed" in tail
+
+
+def _ce(api, method, path, body=None):
+    request = urllib.request.Request(api.endpoint + path, method=method, data=json.dumps(body or {}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def test_compute_engine_tpu_instances_insert_wait_list_preempt_and_delete(api):
+    zone = "us-east5-a"
+    base = f"/compute/v1/projects/p/zones/{zone}"
+    op = _ce(api, "POST", f"{base}/instances", {"name": "ce-1", "machineType": f"zones/{zone}/machineTypes/ct6e-standard-4t",
+                                                "scheduling": {"provisioningModel": "SPOT"}})
+    assert op["kind"] == "compute#operation" and op["status"] == "RUNNING"
+    assert _ce(api, "GET", api.instance(zone, "ce-1"))["status"] == "PROVISIONING"
+    assert _ce(api, "POST", f"{base}/operations/{op['name']}/wait")["status"] == "DONE"
+    inst = _ce(api, "GET", api.instance(zone, "ce-1"))
+    assert inst["status"] == "RUNNING" and inst["tpuChips"] == 4 and inst["tpuGeneration"] == "v6e"
+    assert [i["name"] for i in _ce(api, "GET", f"{base}/instances")["items"]] == ["ce-1"]
+    api.preempt_instance(zone, "ce-1")  # instanceTerminationAction defaults to STOP: TERMINATED, still listed
+    assert _ce(api, "GET", api.instance(zone, "ce-1"))["status"] == "TERMINATED"
+    op = _ce(api, "DELETE", api.instance(zone, "ce-1"))
+    assert _ce(api, "GET", f"{base}/operations/{op['name']}")["status"] == "DONE"  # one poll finishes it
+    assert _ce(api, "GET", f"{base}/instances")["items"] == []
+
+
+@pytest.mark.parametrize("zone, body, message", [
+    ("us-central1-a", {"name": "x", "machineType": "ct6e-standard-4t"}, "not available in zone us-central1-a"),
+    ("us-east5-a", {"name": "x", "machineType": "n2-standard-8"}, "not a TPU machine type"),
+    ("us-east5-a", {"name": "X!", "machineType": "ct6e-standard-4t"}, "lowercase"),
+    ("us-east5-a", {"name": "x", "machineType": "ct6e-standard-4t", "scheduling": {"provisioningModel": "CHEAP"}},
+     "provisioningModel"),
+    ("us-east5-a", {"name": "x", "machineType": "ct6e-standard-4t",
+                    "scheduling": {"provisioningModel": "RESERVATION_BOUND"}}, "reservationAffinity"),
+])
+def test_compute_engine_refuses_the_classic_mistakes(api, zone, body, message):
+    with pytest.raises(urllib.error.HTTPError) as err:
+        _ce(api, "POST", f"/compute/v1/projects/p/zones/{zone}/instances", body)
+    assert err.value.code == 400 and message in json.loads(err.value.read())["error"]["message"]
+
+
+def test_compute_engine_serves_tpu7x_where_the_cloud_tpu_api_does_not(api):
+    op = _ce(api, "POST", "/compute/v1/projects/p/zones/us-central1-c/instances",
+             {"name": "ironwood", "machineType": "zones/us-central1-c/machineTypes/tpu7x-standard-4t",
+              "scheduling": {"provisioningModel": "FLEX_START", "instanceTerminationAction": "DELETE"}})
+    _ce(api, "POST", f"/compute/v1/projects/p/zones/us-central1-c/operations/{op['name']}/wait")
+    api.preempt_instance("us-central1-c", "ironwood")  # DELETE: gone
+    assert _ce(api, "GET", "/compute/v1/projects/p/zones/us-central1-c/instances")["items"] == []
+    with pytest.raises(ValueError, match="not a SPOT or FLEX_START"):
+        _ce(api, "POST", "/compute/v1/projects/p/zones/us-central1-c/instances",
+            {"name": "standard", "machineType": "tpu7x-standard-4t"})
+        api.settle()
+        api.preempt_instance("us-central1-c", "standard")

@@ -231,3 +231,21 @@ def test_the_price_table_shows_commitment_columns_and_filters_by_kind():
     table = cost.price_table(kind="tpu")
     assert "1-year commitment" in table and "3-year commitment" in table and "H100" not in table
     assert "H100" in cost.price_table(kind="gpu") and "v6e" not in cost.price_table(kind="gpu")
+
+
+def test_every_empty_committed_use_column_says_why_with_the_pages_and_the_date():
+    for p in cost.prices():
+        if p.kind == "tpu" and (p.commit_1y_usd is None or p.commit_3y_usd is None):
+            assert "not published on the pages read (2026-12-04)" in p.notes, p
+            assert "https://cloud.google.com/tpu/pricing" in p.notes and "long-term-reservation" in p.notes
+    with pytest.raises(ValueError, match="not published on the pages read"):
+        cost.estimate("v6e-16", hours=1, commitment="1y")
+
+
+def test_won_conversion_uses_a_dated_rate_or_yours():
+    rate, day = cost.KRW_PER_USD
+    assert rate == 1439.0 and day == "2025-12-30"
+    assert cost.to_krw(100.0) == 143_900.0 and cost.to_krw(2.0, 1500) == 3000.0
+    for bad in (0, -1, float("nan"), "1400", True):
+        with pytest.raises(ValueError, match="krw_per_usd"):
+            cost.to_krw(1.0, bad)

@@ -12,8 +12,9 @@ v2, v3, v4 and v5p names count TensorCores, two per chip (:func:`chips_in`, :fun
 8-GPU VM, host included), read the same way. A row's ``status`` says how far to trust it: empty
 for a list price as read, ``unverified`` where it could not be checked against Google's own page,
 ``doubtful`` where the source contradicts itself (the row's notes say how). Committed-use (1- and
-3-year) columns exist in both tables but are empty where no source read here published them:
-asking for one is an error that says where the number comes from (your contract, or the pricing page).
+3-year) columns exist in both tables but are empty where no page read published them, and then the
+row's notes say so, with the pages and the date: asking for one is an error that says where the
+number comes from (your contract, or the pricing page).
 """
 
 from __future__ import annotations
@@ -26,12 +27,25 @@ from .hardware import data_rows, number
 from .runtime import parse_accelerator_type
 
 __all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in", "slice_name", "regions",
-           "region_of", "COMMITMENTS"]
+           "region_of", "COMMITMENTS", "KRW_PER_USD", "to_krw"]
 
 PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
 GPU_PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
 CUD_PAGE = "https://cloud.google.com/tpu/docs/long-term-reservation"
 COMMITMENTS = ("1y", "3y")
+# Won per US dollar: the Seoul market's daytime close of 2025-12-30 (the year's last trading day), 1,439.0,
+# as KBS World (http://world.kbs.co.kr/service/news_view.htm?Seq_Code=198497&lang=e) and Chosun Biz
+# (https://biz.chosun.com/en/en-policy/2025/12/30/4S6DLFSVBFFIDAXH63TFFZSZNE/) reported it, read 2026-12-04;
+# no later rate from an authoritative page was readable here. Re-read the Bank of Korea's rate on the day.
+KRW_PER_USD = (1439.0, "2025-12-30")
+
+
+def to_krw(usd: float, krw_per_usd: float | None = None) -> float:
+    """US dollars in Korean won at ``krw_per_usd`` (default :data:`KRW_PER_USD`, dated 2025-12-30)."""
+    rate = KRW_PER_USD[0] if krw_per_usd is None else krw_per_usd
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"krw_per_usd must be a positive number of won per dollar, got {rate!r}")
+    return usd * rate
 
 
 def chips_in(accelerator_type: str) -> int:
@@ -102,7 +116,8 @@ class Price:
             value = self.commit_1y_usd if commitment == "1y" else self.commit_3y_usd
             if value is None:
                 raise ValueError(f"no {commitment} committed-use price for {self.chip} in {self.region} in "
-                                 f"tpututor's table: committed-use TPU prices come with a reservation bought "
+                                 f"tpututor's table: not published on the pages read (the row's notes say "
+                                 f"which, and when); TPU committed-use discounts come with a reservation bought "
                                  f"through Google Cloud sales ({CUD_PAGE}); pass price_per_chip_hour= from "
                                  f"your contract or {PRICING_PAGE}")
             return value

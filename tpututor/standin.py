@@ -32,7 +32,7 @@ How it follows the API (the proto docs of google-cloud-tpu 1.28.0's ``tpu_v2`` t
   default; gcloud sends true unless ``--internal-ips``).
 
 What the real service does on its own, the stand-in does when told: :meth:`StandIn.preempt`,
-:meth:`StandIn.schedule_maintenance`, :meth:`StandIn.seed` (a VM someone created days ago),
+:meth:`StandIn.schedule_maintenance`, :meth:`StandIn.seed` (a VM someone created days ago), :meth:`StandIn.preempt_instance`,
 :meth:`StandIn.advance` (time passes). Accelerator types a zone offers come from
 ``data/tpu_zones.csv`` (sourced, dated); the stand-in rejects the others the way the API does
 (HTTP 400), and rejects TPU7x, which the Cloud TPU API does not serve. It checks no quota and
@@ -76,6 +76,23 @@ _ROUTES = [  # (method, pattern, handler name)
     ("GET", rf"^{_LOCATION}/acceleratorTypes/(?P<id>[^/:]+)$", "get_type"),
     ("GET", rf"^{_LOCATION}/operations/(?P<id>[^/:]+)$", "get_operation"),
 ]
+# Compute Engine's v1 REST surface for TPU VM instances (machine types such as ct6e-standard-4t): the path
+# Google recommends for v6e and TPU7x now that the Cloud TPU API gets bug fixes only.
+_ZONE = r"/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)"
+_CE_ROUTES = [
+    ("GET", rf"^{_ZONE}/instances$", "ce_list"),
+    ("POST", rf"^{_ZONE}/instances$", "ce_insert"),
+    ("GET", rf"^{_ZONE}/instances/(?P<id>[^/:]+)$", "ce_get"),
+    ("DELETE", rf"^{_ZONE}/instances/(?P<id>[^/:]+)$", "ce_delete"),
+    ("GET", rf"^{_ZONE}/operations/(?P<id>[^/:]+)$", "ce_operation"),
+    ("POST", rf"^{_ZONE}/operations/(?P<id>[^/:]+)/wait$", "ce_wait"),
+]
+# TPU machine types of Compute Engine and GKE: family prefix -> (generation, chips per VM by suffix).
+# ct5lp-hightpu-{1,4,8}t are on Google's v5e page; ct6e-standard-{1,4,8}t, ct5p-hightpu-4t and
+# tpu7x-standard-4t are the names Google's GKE and Compute Engine TPU pages and public scripts use.
+_MACHINE = re.compile(r"^(?P<family>ct5lp-hightpu|ct6e-standard|ct5p-hightpu|tpu7x-standard)-(?P<chips>[0-9]+)t$")
+_MACHINE_GEN = {"ct5lp-hightpu": "v5e", "ct6e-standard": "v6e", "ct5p-hightpu": "v5p", "tpu7x-standard": "7x"}
+_PROVISIONING = ("STANDARD", "SPOT", "FLEX_START", "RESERVATION_BOUND")
 _V2ALPHA1_ROUTES = {"list_nodes", "get_node"}  # read-only: where the upcoming-maintenance notice lives
 _TYPE_URL = "type.googleapis.com/google.cloud.tpu.v2."
 # Chips one host of a slice drives: v5e and v6e slices have 8 chips per host (Google's v5e and v6e
@@ -181,6 +198,8 @@ class StandIn:
         self._qr_meta: dict[str, dict[str, Any]] = {}  # reads, deadline
         self._maintenance: dict[str, dict[str, Any]] = {}  # node name -> window
         self._ops: dict[str, dict[str, Any]] = {}  # name -> {"op", "polls", "finish"}
+        self._instances: dict[str, dict[str, Any]] = {}  # Compute Engine: selfLink path -> instance
+        self._ce_ops: dict[str, dict[str, Any]] = {}  # Compute Engine zone operations
         self._ids = itertools.count(1)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -272,7 +291,10 @@ class StandIn:
             pending = [name for name, op in self._ops.items() if not op["op"]["done"]]
             for name in pending:
                 self._finish(name)
-            return len(pending)
+            ce = [key for key, op in self._ce_ops.items() if op["op"]["status"] != "DONE"]
+            for key in ce:
+                self._ce_finish(key)
+            return len(pending) + len(ce)
 
     def seed(self, zone: str, node_id: str, accelerator_type: str, *, created: datetime,
              labels: dict[str, str] | None = None, spot: bool = False, state: str = "READY") -> str:
@@ -427,6 +449,11 @@ class StandIn:
         for verb, pattern, action in _ROUTES:
             m = re.match(pattern, path)
             if m and verb == method and (m["ver"] == "v2" or action in _V2ALPHA1_ROUTES):
+                with self._lock:
+                    return getattr(self, "_" + action)(m.groupdict(), query, body)
+        for verb, pattern, action in _CE_ROUTES:
+            m = re.match(pattern, path)
+            if m and verb == method:
                 with self._lock:
                     return getattr(self, "_" + action)(m.groupdict(), query, body)
         raise ApiError(404, "NOT_FOUND", f"{method} {path} is not part of this stand-in of the Cloud TPU API")
@@ -618,6 +645,136 @@ class StandIn:
             return None
 
         return self._operation(zone, "delete", name, finish)
+
+
+    # ------------------------------------------------------------------ Compute Engine (TPU VM instances)
+
+    def _ce_instance_path(self, zone: str, name: str) -> str:
+        return f"projects/{self.project}/zones/{zone}/instances/{name}"
+
+    def _ce_check_machine(self, zone: str, machine_type: str) -> tuple[str, int]:
+        short = str(machine_type).rsplit("/", 1)[-1]
+        m = _MACHINE.match(short)
+        if not m:
+            raise ApiError(400, "INVALID_ARGUMENT", f"machineType {machine_type!r} is not a TPU machine type this "
+                           "stand-in knows (ct5lp-hightpu-Nt, ct6e-standard-Nt, ct5p-hightpu-Nt, tpu7x-standard-Nt)")
+        generation, chips = _MACHINE_GEN[m["family"]], int(m["chips"])
+        gens = sorted({r["generation"] for r in zones_table() if r["zone"] == zone})
+        if generation not in gens:
+            raise ApiError(400, "INVALID_ARGUMENT", f"machine type {short!r} ({generation}) is not available in zone "
+                           f"{zone} (it offers {', '.join(gens) or 'no TPUs in this stand-in table'})")
+        return generation, chips
+
+    def _ce_operation_new(self, zone: str, kind: str, target: str, finish: Callable[[], None]) -> dict[str, Any]:
+        name = f"operation-{next(self._ids)}"
+        op = {"kind": "compute#operation", "name": name, "zone": zone, "operationType": kind, "status": "RUNNING",
+              "targetLink": f"{self.endpoint}/compute/v1/{target}", "insertTime": _stamp(self.now()),
+              "selfLink": f"{self.endpoint}/compute/v1/projects/{self.project}/zones/{zone}/operations/{name}"}
+        self._ce_ops[f"{zone}/{name}"] = {"op": op, "polls": 0, "finish": finish}
+        return copy.deepcopy(op)
+
+    def _ce_finish(self, key: str) -> None:
+        entry = self._ce_ops[key]
+        if entry["op"]["status"] != "DONE":
+            entry["finish"]()
+            entry["op"].update(status="DONE", endTime=_stamp(self.now()), progress=100)
+
+    def _ce_insert(self, args, query, body):
+        zone = self._zone_of(args)
+        name = body.get("name", "")
+        if not name or not _NAME.match(name):
+            raise ApiError(400, "INVALID_ARGUMENT", f"instance name {name!r} must be 1-63 lowercase letters, digits "
+                           "or hyphens, starting with a letter")
+        path = self._ce_instance_path(zone, name)
+        if path in self._instances:
+            raise ApiError(409, "ALREADY_EXISTS", f"The resource '{path}' already exists")
+        generation, chips = self._ce_check_machine(zone, body.get("machineType", ""))
+        scheduling = body.get("scheduling", {})
+        model = scheduling.get("provisioningModel", "STANDARD")
+        if model not in _PROVISIONING:
+            raise ApiError(400, "INVALID_ARGUMENT", f"scheduling.provisioningModel {model!r} is not one of "
+                           f"{', '.join(_PROVISIONING)}")
+        if model == "RESERVATION_BOUND" and not body.get("reservationAffinity", {}).get("values"):
+            raise ApiError(400, "INVALID_ARGUMENT", "a RESERVATION_BOUND instance names its reservation in "
+                           "reservationAffinity (consumeReservationType SPECIFIC_RESERVATION, values [...])")
+        instance = copy.deepcopy(body)
+        instance.update(kind="compute#instance", id=str(next(self._ids)), status="PROVISIONING",
+                        creationTimestamp=_stamp(self.now()), zone=zone, tpuGeneration=generation, tpuChips=chips,
+                        selfLink=f"{self.endpoint}/compute/v1/{path}")
+        self._instances[path] = instance
+
+        def finish():
+            live = self._instances.get(path)
+            if live is not None and live["status"] == "PROVISIONING":
+                live["status"] = "RUNNING"
+
+        return self._ce_operation_new(zone, "insert", path, finish)
+
+    def _ce_get(self, args, query, body):
+        zone = self._zone_of(args)
+        path = self._ce_instance_path(zone, args["id"])
+        if path not in self._instances:
+            raise ApiError(404, "NOT_FOUND", f"The resource '{path}' was not found")
+        return copy.deepcopy(self._instances[path])
+
+    def _ce_list(self, args, query, body):
+        zone = self._zone_of(args)
+        prefix = self._ce_instance_path(zone, "")
+        items = [copy.deepcopy(v) for k, v in sorted(self._instances.items()) if k.startswith(prefix)]
+        size = int(query.get("maxResults", ["0"])[0] or 0) or 500
+        start = int(query.get("pageToken", ["0"])[0] or 0)
+        out: dict[str, Any] = {"kind": "compute#instanceList", "items": items[start:start + size]}
+        if start + size < len(items):
+            out["nextPageToken"] = str(start + size)
+        return out
+
+    def _ce_delete(self, args, query, body):
+        zone = self._zone_of(args)
+        path = self._ce_instance_path(zone, args["id"])
+        if path not in self._instances:
+            raise ApiError(404, "NOT_FOUND", f"The resource '{path}' was not found")
+        self._instances[path]["status"] = "STOPPING"
+        return self._ce_operation_new(zone, "delete", path, lambda: self._instances.pop(path, None))
+
+    def _ce_operation(self, args, query, body):
+        zone = self._zone_of(args)
+        key = f"{zone}/{args['id']}"
+        if key not in self._ce_ops:
+            raise ApiError(404, "NOT_FOUND", f"operation {args['id']!r} was not found in {zone}")
+        entry = self._ce_ops[key]
+        entry["polls"] += 1
+        if entry["polls"] >= self.operation_polls:
+            self._ce_finish(key)
+        return copy.deepcopy(entry["op"])
+
+    def _ce_wait(self, args, query, body):
+        """``zoneOperations.wait``: returns when the operation is DONE (here at once)."""
+        zone = self._zone_of(args)
+        key = f"{zone}/{args['id']}"
+        if key not in self._ce_ops:
+            raise ApiError(404, "NOT_FOUND", f"operation {args['id']!r} was not found in {zone}")
+        self._ce_finish(key)
+        return copy.deepcopy(self._ce_ops[key]["op"])
+
+    def instance(self, zone: str, name: str) -> str:
+        """The REST path of a Compute Engine instance: ``/compute/v1/projects/<p>/zones/<zone>/instances/<name>``."""
+        return "/compute/v1/" + self._ce_instance_path(zone, name)
+
+    def preempt_instance(self, zone: str, name: str) -> None:
+        """Take a SPOT or FLEX_START Compute Engine instance back: TERMINATED (instanceTerminationAction
+        STOP, the default) or gone (DELETE)."""
+        with self._lock:
+            path = self._ce_instance_path(zone, name)
+            inst = self._instances.get(path)
+            if inst is None:
+                raise ValueError(f"no instance {path}")
+            sched = inst.get("scheduling", {})
+            if sched.get("provisioningModel") not in ("SPOT", "FLEX_START"):
+                raise ValueError(f"{name} is not a SPOT or FLEX_START instance; only those are taken back")
+            if sched.get("instanceTerminationAction") == "DELETE":
+                del self._instances[path]
+            else:
+                inst["status"] = "TERMINATED"
 
     # ------------------------------------------------------------------ the rest
 
