@@ -332,3 +332,141 @@ def test_forgotten_says_so_when_it_prices_a_node_outside_its_region():
     priced = plan.forgotten([node], now, fallback_region="us-central1")[0]
     assert priced.cost_usd == pytest.approx(8 * 24 * cost.price("v5e", "us-central1").on_demand_usd)
     assert priced.basis.startswith("no us-west4 price in tpututor's table; priced at us-central1")
+
+
+# ----------------------------------------------------------------- --compile: the plan checked by the TPU compiler
+
+SMALL = ["--params", "1.3e6", "--layers", "1", "--d-model", "256", "--vocab", "1024", "--seq-len", "128"]
+# one layer, but a vocabulary and width whose embeddings and Adam moments overflow a v5e's 16 GiB under FSDP
+WIDE = ["--params", "7e9", "--layers", "1", "--d-model", "8192", "--vocab", "380000", "--seq-len", "128"]
+V5E_8 = ["--tokens", "1e9", "--chip", "v5e", "--chips", "8", "--compile", "v5e-8"]
+
+# XLA:TPU's long out-of-memory report (its layout as TPU users post it; sizes here made up)
+LONG_OOM = """RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. \
+Used 17.60G of 15.75G hbm. Exceeded hbm capacity by 1.85G.
+
+Total hbm usage >= 17.60G:
+    reserved        528.00M
+    program          17.08G
+
+  Largest program allocations in hbm:
+
+  1. Size: 4.00G
+     Operator: op_name="jit(train_step)/jvp(LM)/head/dot_general"
+     Shape: f32[8,128,1048576]{2,1,0:T(8,128)}
+     Unpadded size: 4.00G
+     Allocation type: HLO temp
+     ==========================
+
+  2. Size: 1.45G
+     Shape: f32[380000,1024]{1,0:T(8,128)}
+     Unpadded size: 1.45G
+     Allocation type: entry parameter
+     ==========================
+"""
+
+
+def test_lm_shape_derives_a_standard_width_and_depth_from_a_parameter_count():
+    layers, d, said = plan.lm_shape(8e9)
+    assert (layers, d) == (34, 4352) and d % 128 == 0 and "34 layers" in said and "d_model 4352" in said
+    cfg_params = layers * (12 * d * d + 2 * d) + d * (2 * plan.COMPILE_VOCAB + plan.COMPILE_SEQ_LEN + 1)
+    assert cfg_params == pytest.approx(8e9, rel=0.03)
+    assert plan.lm_shape(8e9, layers=32, d_model=4096) == (32, 4096, None)
+    assert plan.lm_shape(8e9, d_model=4096)[:2] == (38, 4096) and plan.lm_shape(1e9, multiple=256)[1] % 256 == 0
+
+
+def test_the_compilers_long_report_and_its_short_one_are_read():
+    assert plan.largest_allocations(LONG_OOM) == [
+        '1. 4.00G f32[8,128,1048576]{2,1,0:T(8,128)} (HLO temp) op_name="jit(train_step)/jvp(LM)/head/dot_general"',
+        "2. 1.45G f32[380000,1024]{1,0:T(8,128)} (entry parameter)"]
+    assert plan.compiler_figures(LONG_OOM) == (17.60 * 2**30, 15.75 * 2**30)
+    short = ("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (22.53G) "
+             "exceeds available HBM (15.75G).")  # what libtpu 0.0.42.1 says for a v5e (measured)
+    assert plan.largest_allocations(short) == [] and plan.compiler_figures(short) == (22.53 * 2**30, 15.75 * 2**30)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--layers", "2"], "--layers describe the model --compile builds: add --compile SLICE"),
+    (["--seq-len", "2048", "--vocab", "50000"], "--vocab, --seq-len describe the model"),
+    (["--compile", "v5e-8"], "--compile v5e-8 is 8 v5e chips, but the plan is for 256 v5p chips"),
+    (["--compile", "v5e-6"], "not a standard v5e slice: use a power of two"),
+    (["--compile", "h100-8"], "not a TPU slice the compiler knows"),
+])
+def test_compile_options_that_cannot_work_exit_2_with_the_fix(argv, message, capsys):
+    code = cli.main(["plan", "--params", "8e9", "--tokens", "1e12", "--chip", "v5p", "--chips", "256"] + argv)
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_compile_exits_2_with_the_reason_where_the_tpu_compiler_is_missing(monkeypatch, capsys):
+    aot = pytest.importorskip("tpututor.aot")
+    reason = 'the TPU compiler (libtpu) is not installed: pip install "jax[tpu]==0.7.2" adds the one built for this JAX'
+    monkeypatch.setattr(aot, "available", lambda: reason)
+    assert cli.main(["plan"] + SMALL + V5E_8) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"python -m tpututor plan: error: --compile v5e-8 needs the TPU compiler: {reason}"
+
+
+def _needs_libtpu():
+    aot = pytest.importorskip("tpututor.aot")
+    if aot.available() is not None:
+        pytest.skip(str(aot.available()))
+    return aot
+
+
+@pytest.mark.slow
+def test_a_small_model_fits_a_v5e_8_and_the_compilers_figure_is_printed_beside_the_formulas(monkeypatch, capsys):
+    aot = _needs_libtpu()
+    made = []
+    real = aot.compile
+    monkeypatch.setattr(aot, "compile", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    assert cli.main(["plan"] + SMALL + V5E_8) == 0
+    out = capsys.readouterr().out
+    compiled = made[0]
+    assert compiled.slice.name == "v5e-8" and compiled.fits
+    assert compiled.memory["alias_size"] > 0, "the old state is donated: the new one reuses its memory"
+    figure = plan.gib_text(compiled.bytes_per_device)
+    assert f"v5e-8: fits: the TPU compiler needs {figure} GiB per chip of 16.00 GiB HBM" in out
+    state = plan.gib_text(16 * 1_344_256 / 8)  # lm.Config(d_model=256, n_layers=1, vocab=1024, seq_len=128).n_params()
+    assert f"(the formula's state alone: {state} GiB)" in out
+    assert "TPU compiler check: v5e-8: 8 v5e chips" in out and "1,344,256 parameters" in out
+    assert "Plan: 1.3e+06 parameters" in out, "the plan itself is printed first"
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_wide_model_does_not_fit_a_v5e_8_exits_1_and_names_the_largest_allocations(as_json, capsys):
+    _needs_libtpu()
+    assert cli.main(["plan"] + WIDE + V5E_8 + (["--json"] if as_json else [])) == 1
+    out = capsys.readouterr().out
+    if as_json:
+        check = json.loads(out)["compile"]
+        assert check["slice_name"] == "v5e-8" and check["fits"] is False and "RESOURCE_EXHAUSTED" in check["message"]
+        assert check["compiler_bytes"] > check["hbm_bytes"] > check["formula_bytes"] > 12 * 2**30
+        assert any("embed/embedding" in line and "[380000, 1024]" in line for line in check["largest"])
+        return
+    needed, available = plan.compiler_figures(out)
+    assert needed > available, "the compiler's own figures, read back from its message as printed"
+    assert "v5e-8: does NOT fit: the TPU compiler refused it: RESOURCE_EXHAUSTED" in out
+    assert f"{'total':<36}{'13.10':>9}{plan.gib_text(needed):>10}" in out  # formula beside the compiler
+    assert "largest allocations (" in out
+    assert "state embed/embedding: float32[380000, 1024] of [380000, 8192] = 1.45 GiB per device x 3 (weights, mu, nu)" in out
+
+
+def test_a_program_the_compiler_accepts_but_that_exceeds_hbm_names_its_biggest_buffers(monkeypatch, capsys):
+    aot = _needs_libtpu()
+    from tpututor.hardware import slice_of
+
+    text = """HloModule jit_train_step
+ENTRY %main (p0: f32[1024,1024]) -> f32[4096,1024] {
+  %p0 = f32[1024,1024]{1,0} parameter(0)
+  ROOT %big = f32[4096,1024]{1,0} broadcast(f32[1024,1024]{1,0} %p0), dimensions={0,1}, \
+metadata={op_name="jit(train_step)/broadcast_in_dim"}
+}
+"""
+    over = {"argument_size": 10 * 2**30, "output_size": 10 * 2**30, "temp_size": 7 * 2**30, "alias_size": 10 * 2**30}
+    fake = aot.Compiled(slice=slice_of("v5e-8"), hlo=text, memory=over, cost={}, seconds=0.1)
+    monkeypatch.setattr(aot, "compile", lambda *a, **k: fake)
+    assert cli.main(["plan"] + SMALL + V5E_8) == 1
+    out = capsys.readouterr().out
+    assert "v5e-8: does NOT fit: the TPU compiler needs 17.00 GiB per chip of 16.00 GiB HBM" in out
+    assert "largest allocations (the biggest buffers in the compiled program, per device):" in out
+    assert "f32[4096,1024] 0.0156 GiB (broadcast_in_dim)" in out

@@ -195,6 +195,9 @@ class Compiled:
 def compile(fn: Callable, *args, slice: str, **jit_kwargs) -> Compiled:  # noqa: A001 - the verb is the API's
     """Compile ``fn`` for the named slice; ``args`` are :func:`abstract` arrays on :func:`mesh` (``slice``).
 
+    ``fn`` may already be a ``jax.jit`` function: without ``jit_kwargs`` it is compiled as it is, so its
+    ``donate_argnums`` still let outputs reuse the donated arguments' memory (``memory["alias_size"]``).
+
     Raises :class:`CompileError` with the compiler's own message when it refuses the program (out of
     HBM or VMEM, a kernel Mosaic rejects), and ``RuntimeError`` saying why when no TPU compiler is here.
     """
@@ -203,13 +206,19 @@ def compile(fn: Callable, *args, slice: str, **jit_kwargs) -> Compiled:  # noqa:
     if why is not None:
         raise RuntimeError(why)
     start = time.perf_counter()
+    # A function jax.jit already wrapped (with its shardings and donate_argnums) is lowered as it is:
+    # wrapping it in a second jit would keep its shardings but drop its donation (no aliasing).
+    jitted = fn if hasattr(fn, "lower") and not jit_kwargs else jax.jit(fn, **jit_kwargs)
     try:
-        compiled = jax.jit(fn, **jit_kwargs).lower(*args).compile()
-    except Exception as e:  # XlaRuntimeError and JaxRuntimeError, by JAX version
-        text = str(e)
-        if "RESOURCE_EXHAUSTED" in text or "INTERNAL" in text or "INVALID_ARGUMENT" in text or "Mosaic" in text:
-            raise CompileError(spec.name, text) from e
-        raise
+        lowered = jitted.lower(*args)
+    except Exception as e:  # a Pallas kernel Mosaic refuses fails here, while lowering for the TPU
+        if type(e).__name__ in ("VerificationError", "LoweringException", "MosaicError") or "Mosaic" in str(e):
+            raise CompileError(spec.name, str(e)) from e
+        raise  # an error in the function itself (a shape mismatch, a bad argument): the caller's
+    try:
+        compiled = lowered.compile()
+    except Exception as e:  # XlaRuntimeError or JaxRuntimeError, by JAX version: the compiler said no
+        raise CompileError(spec.name, str(e)) from e
     seconds = time.perf_counter() - start
     text = compiled.as_text()
     return Compiled(slice=spec, hlo=text, memory=hlo.memory_record(compiled), cost=hlo.cost_record(compiled),

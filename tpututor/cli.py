@@ -7,8 +7,12 @@
     python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--calls K|auto] [--json]
     python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
     python -m tpututor plan --params 8e9 --tokens 1e12 --chip v5p --chips 256 [--mfu 0.4] [--region R] [--json]
+    python -m tpututor plan ... --chip v5e --chips 8 --compile v5e-8 [--layers L --d-model D] [--vocab V]
+                        [--seq-len S] [--batch B]   (the TPU compiler's memory per chip beside the formula's;
+                        exit 1 when it does not fit, 2 where libtpu is missing)
+                                  (COMMAND once per host on 127.0.0.1, as a TPU slice's --worker=all would)
 
-Exit status: 0 success, 1 a lesson failed, 2 bad usage.
+Exit status: 0 success, 1 a lesson failed (or a plan --compile does not fit), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -85,6 +89,24 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--optimizer-bytes", type=_plan_bytes, default=8.0,
                     help="optimizer bytes per parameter (default 8, Adam's two f32 moments)")
     pl.add_argument("--json", action="store_true", help="print a JSON document instead of text")
+    co = pl.add_argument_group(
+        "--compile: check the plan with the TPU compiler (libtpu; no TPU needed)",
+        "build tpututor.lm's Transformer at the planned size as abstract arrays (nothing allocated), compile "
+        "its real train step with FSDP for the slice and print the compiler's memory per chip beside the "
+        "formula's; exit 1 when it does not fit (naming the largest allocations), 2 where libtpu is missing")
+    co.add_argument("--compile", metavar="SLICE", default=None,
+                    help="the plan's slice as Cloud TPU names it, e.g. v5e-8 for --chip v5e --chips 8")
+    co.add_argument("--layers", type=_positive_int, default=None,
+                    help="Transformer layers (default: derived from --params, width about 128 x depth)")
+    co.add_argument("--d-model", type=_positive_int, default=None, help="model width (default: derived from --params)")
+    co.add_argument("--d-ff", type=_positive_int, default=None, help="MLP width (default 4 x d_model)")
+    co.add_argument("--heads", type=_positive_int, default=None, help="attention heads (default d_model / 128)")
+    co.add_argument("--vocab", type=_positive_int, default=32_000, help="vocabulary size (default 32000)")
+    co.add_argument("--seq-len", type=_positive_int, default=1024, help="tokens per sequence (default 1024)")
+    co.add_argument("--batch", type=_positive_int, default=None,
+                    help="sequences per step, all chips together (default one per JAX device)")
+    co.add_argument("--remat", choices=["none", "full", "dots", "dots_all"], default="none",
+                    help="rematerialisation policy of each layer, as lesson 08 names them (default none)")
 
     sv = sub.add_parser("plan-serving", help="chips, batch, latency bounds and $ per million tokens of serving a model")
     sv.add_argument("--model", required=True, help="llama-3.1-8b, llama-3-70b or qwen2.5-0.5b")
@@ -286,8 +308,35 @@ def _plan(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"python -m tpututor plan: error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(p.to_dict(), indent=2) if args.json else p.text())
-    return 0
+    shape = {"layers": args.layers, "d_model": args.d_model, "d_ff": args.d_ff, "heads": args.heads,
+             "batch": args.batch}
+    if args.compile is None:
+        given = [f"--{k.replace('_', '-')}" for k, v in shape.items() if v is not None]
+        given += [flag for flag, v, default in (("--vocab", args.vocab, 32_000), ("--seq-len", args.seq_len, 1024),
+                                                ("--remat", args.remat, "none")) if v != default]
+        if given:
+            print(f"python -m tpututor plan: error: {', '.join(given)} describe the model --compile builds: "
+                  "add --compile SLICE (e.g. --compile v5e-8)", file=sys.stderr)
+            return 2
+        print(json.dumps(p.to_dict(), indent=2) if args.json else p.text())
+        return 0
+    from . import plan as planner  # imports JAX and libtpu (tpututor.aot) only inside compile_check
+
+    try:
+        check = planner.compile_check(p, args.compile, vocab=args.vocab, seq_len=args.seq_len, remat=args.remat,
+                                      **shape)
+    except planner.CompilerUnavailable as exc:
+        print(f"python -m tpututor plan: error: --compile {args.compile} needs the TPU compiler: {exc}",
+              file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"python -m tpututor plan: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({**p.to_dict(), "compile": check.to_dict()}, indent=2))
+    else:
+        print(p.text() + "\n\n" + check.text())
+    return 0 if check.fits else 1
 
 
 def _plan_serving(args: argparse.Namespace) -> int:

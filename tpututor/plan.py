@@ -10,6 +10,11 @@ what lesson 08 (training) keeps; the scaling book's checks pass bf16 weights and
 It follows *How to Scale Your Model* (jax-ml/scaling-book, ``training.md`` and
 ``applied-training.md``), and its tests check it against that book's worked LLaMA 3 numbers.
 
+:func:`compile_check` (``plan ... --compile v5e-8``) checks the formula with the TPU compiler itself
+(libtpu, no TPU needed): it compiles :mod:`tpututor.lm`'s real train step at the planned size, FSDP
+over the slice, from abstract arrays, and reads the compiler's memory per device (activations and
+temporaries included) or its refusal, naming the largest allocations.
+
 :func:`review` looks at a TPU node request (a ``google.cloud.tpu_v2.Node``, a ``QueuedResource``,
 or their REST JSON) for the classic mistakes: an accelerator type the zone does not offer
 (``data/tpu_zones.csv``), a spot VM with no checkpoint to durable storage, an external IP, a
@@ -21,12 +26,15 @@ external IPs). :func:`forgotten` finds VMs left running and prices them in their
 from __future__ import annotations
 
 import math
+import re
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
 __all__ = ["Memory", "Plan", "Finding", "Forgotten", "plan", "transformer_params", "review", "forgotten",
-           "STRATEGIES", "SCALING_BOOK"]
+           "STRATEGIES", "SCALING_BOOK", "CompileCheck", "CompilerUnavailable", "compile_check", "lm_shape",
+           "largest_allocations", "compiler_figures", "biggest_buffers"]
 
 STRATEGIES = ("DP", "FSDP")
 SCALING_BOOK = "https://github.com/jax-ml/scaling-book"
@@ -502,3 +510,310 @@ def forgotten(nodes: Iterable[Any], now: datetime, *, max_hours: float = 12.0, f
             break
         out.append(Forgotten(name, accel, hours, total, basis, region))
     return sorted(out, key=lambda f: -f.hours)
+
+
+# ----------------------------------------------------------------- checking a plan with the TPU compiler
+
+COMPILE_VOCAB = 32_000  # the model --compile builds when no --vocab is given (LLaMA 2's vocabulary size)
+COMPILE_SEQ_LEN = 1024
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}  # XLA prints sizes in binary units: 15.75G
+
+
+def gib_text(n: float) -> str:
+    """Bytes as GiB the way the compile check prints them: 2 decimals from 1 GiB, else 3 significant
+    digits, and 0.000 under a MiB."""
+    v = n / GIB
+    return f"{v:.2f}" if abs(v) >= 1 else f"{v:.3g}" if abs(v) >= 2**-10 else f"{v:.3f}"
+
+
+class CompilerUnavailable(RuntimeError):
+    """No TPU compiler here (no JAX, no libtpu, or a pairing that cannot compile); the text says why."""
+
+
+def lm_shape(params: float, *, layers: int | None = None, d_model: int | None = None, vocab: int = COMPILE_VOCAB,
+             seq_len: int = COMPILE_SEQ_LEN, multiple: int = 128) -> tuple[int, int, str | None]:
+    """(layers, d_model, assumption) of a :mod:`tpututor.lm` Transformer of about ``params`` parameters.
+
+    The model is lm's: per layer 12 x d_model^2 (attention 4 d^2, a plain MLP of d_ff = 4 d: 8 d^2),
+    untied input and output embeddings (2 x vocab x d_model) and learned positions (seq_len x d_model).
+    What is not given is derived: depth from a width of about 128 x depth (GPT-3's and LLaMA's aspect:
+    4096 wide, 32 deep at 8B), width rounded to a multiple of ``multiple`` (128, or the devices FSDP
+    splits it over). ``assumption`` says what was derived (None when both were given).
+    """
+    if layers is not None and d_model is not None:
+        return layers, d_model, None
+    embed = 2 * vocab + seq_len + 1  # d_model times this many: embeddings, positions, final norm
+    derived = []
+    if layers is None and d_model is None:
+        layers = max(1, round((params / (12 * 128**2)) ** (1 / 3)))
+        derived.append(f"{layers} layers (width about 128 x depth)")
+    if d_model is None:
+        a, b = 12 * layers, embed + 2 * layers  # 12 L d^2 + (embed + 2 L) d = params
+        d = (-b + math.sqrt(b * b + 4 * a * params)) / (2 * a)
+        d_model = max(multiple, round(d / multiple) * multiple)
+        derived.append(f"d_model {d_model} (a multiple of {multiple})")
+    else:
+        layers = max(1, round((params - embed * d_model) / (12 * d_model**2 + 2 * d_model)))
+        derived.append(f"{layers} layers")
+    return layers, d_model, " and ".join(derived)
+
+
+def largest_allocations(message: str, top: int = 5) -> list[str]:
+    """The compiler's own list of its largest HBM allocations, when its out-of-memory message has one.
+
+    XLA:TPU's longer report reads ``Largest program allocations in hbm: 1. Size: 512.00M / Operator:
+    ... / Shape: f32[...] / ... / Allocation type: HLO temp``; the short one (``the total memory required
+    for HLO temporaries (22.53G) exceeds available HBM (15.75G)``) lists none, and this returns [].
+    """
+    found = []
+    for block in re.split(r"\n\s*(?=\d+\.\s+Size:)", message)[1:]:
+        size = re.match(r"(\d+)\.\s+Size:\s*(\S+)", block)
+        shape = re.search(r"Shape:\s*(\S+)", block)
+        op = re.search(r"Operator:\s*(.*)", block)
+        kind = re.search(r"Allocation type:\s*(.*)", block)
+        if not size:
+            continue
+        line = f"{size.group(1)}. {size.group(2)} {shape.group(1) if shape else '?'}"
+        if kind:
+            line += f" ({kind.group(1).strip()})"
+        if op:
+            line += f" {op.group(1).strip()}"
+        found.append(line)
+    return found[:top]
+
+
+def compiler_figures(message: str) -> tuple[float | None, float | None]:
+    """(bytes needed, bytes available) per device as the compiler's out-of-memory message gives them."""
+    for pattern in (r"required for HLO temporaries \(([\d.]+)([KMGT]?)\) exceeds available HBM \(([\d.]+)([KMGT]?)\)",
+                    r"Used ([\d.]+)([KMGT]?) of ([\d.]+)([KMGT]?) hbm"):
+        m = re.search(pattern, message)
+        if m:
+            return float(m.group(1)) * _UNITS[m.group(2)], float(m.group(3)) * _UNITS[m.group(4)]
+    return None, None
+
+
+def biggest_buffers(hlo_text: str, top: int = 5, *, arguments: bool = True) -> list[tuple[str, int, str]]:
+    """(shape, bytes, what) of the biggest arrays a program holds, largest first, from its HLO text.
+
+    Tuples and the ops that only rename a buffer (get-tuple-element, bitcast) are skipped; ``what`` is
+    the instruction's ``op_name`` metadata when it has one (the JAX operation that made it), else its opcode.
+    """
+    from . import hlo
+
+    module = hlo.parse(hlo_text)
+    seen, out = set(), []
+    for comp in module.computations.values():
+        if not comp.entry and any(c.entry for c in module.computations.values()) and "fused" in comp.name:
+            continue  # inside a fusion: values live in vector registers and VMEM, not HBM
+        for ins in comp.instructions:
+            if ins.shape.startswith("(") or ins.opcode in ("tuple", "get-tuple-element", "bitcast", "constant"):
+                continue
+            size = hlo.shape_bytes(ins.shape)
+            name = re.search(r'op_name="([^"]+)"', ins.text)
+            what = name.group(1).split("/")[-1] if name else ins.opcode
+            if ins.opcode == "parameter":
+                if not arguments:
+                    continue
+                what = "argument"
+            key = (ins.shape.split("{")[0], what)
+            if size and key not in seen:
+                seen.add(key)
+                out.append((ins.shape.split("{")[0], size, what))
+    return sorted(out, key=lambda t: -t[1])[:top]
+
+
+@dataclass(frozen=True)
+class CompileCheck:
+    """What the TPU compiler says of a planned run's real train step on a slice: memory per device, fit."""
+
+    slice_name: str
+    describe: str  # the slice: chips, hosts, devices
+    per: str  # "chip", or "device" where a chip is several JAX devices
+    model: dict[str, Any]  # the tpututor.lm Config compiled
+    model_params: int
+    batch: int
+    remat: str
+    formula_bytes: float  # FSDP state per device: 16 bytes per parameter / devices
+    hbm_bytes: float  # per device, from the chip table
+    compiler_bytes: float | None  # bytes_per_device of the compiled program, or the figure in the refusal
+    compiler_hbm_bytes: float | None  # the HBM the compiler's refusal says it had (it keeps some for itself)
+    memory: dict[str, int]  # the compiler's memory analysis (empty when it refused)
+    fits: bool
+    message: str | None  # the compiler's refusal, when it refused
+    largest: list[str]  # lines naming the largest allocations (not fitting only)
+    largest_source: str
+    seconds: float
+    compiler: str
+    assumptions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        m, cfg = self.memory, self.model
+        lines = [f"TPU compiler check: {self.describe} ({self.compiler}; compiled here for the slice, nothing ran)",
+                 f"  model    tpututor.lm Transformer: {cfg['n_layers']} layer{'s' if cfg['n_layers'] > 1 else ''} "
+                 f"x d_model {cfg['d_model']} "
+                 f"({cfg['n_heads']} heads, d_ff {cfg['d_ff']}), vocab {cfg['vocab']}, seq_len {cfg['seq_len']}: "
+                 f"{self.model_params:,} parameters",
+                 f"  step     lm.train_step (AdamW; f32 weights, gradients and moments), FSDP over the slice's "
+                 f"devices, global batch {self.batch} x {cfg['seq_len']} tokens, remat {self.remat}, old state donated",
+                 f"  {'memory per ' + self.per + ' (GiB)':<38}{'formula':>9}{'compiler':>10}",
+                 f"    {'state: weights, gradients, Adam':<36}{gib_text(self.formula_bytes):>9}"]
+        if m:
+            lines += [f"    {'arguments (state and batch)':<36}{'':>9}{gib_text(m.get('argument_size', 0)):>10}",
+                      f"    {'temporaries (gradients, activations)':<36}{'':>9}{gib_text(m.get('temp_size', 0)):>10}",
+                      f"    {'outputs less those aliased to inputs':<36}{'':>9}"
+                      f"{gib_text(m.get('output_size', 0) - m.get('alias_size', 0)):>10}"]
+        needed = "-" if self.compiler_bytes is None else gib_text(self.compiler_bytes)
+        lines += [f"    {'total':<36}{gib_text(self.formula_bytes):>9}{needed:>10}",
+                  f"    {'HBM':<36}{gib_text(self.hbm_bytes):>9}"
+                  f"{gib_text(self.compiler_hbm_bytes or self.hbm_bytes):>10}"]
+        if self.fits:
+            lines.append(f"  {self.slice_name}: fits: the TPU compiler needs {needed} GiB per {self.per} of "
+                         f"{gib_text(self.hbm_bytes)} GiB HBM (the formula's state alone: "
+                         f"{gib_text(self.formula_bytes)} "
+                         f"GiB); compiled in {self.seconds:.1f} s here")
+        else:
+            why = (f"the TPU compiler refused it: {self.message.strip().splitlines()[0][:300]}" if self.message
+                   else f"the TPU compiler needs {needed} GiB per {self.per} of {gib_text(self.hbm_bytes)} GiB HBM")
+            lines.append(f"  {self.slice_name}: does NOT fit: {why}")
+            lines.append(f"  largest allocations ({self.largest_source}):")
+            lines += [f"    {line}" for line in self.largest] or ["    (none found)"]
+        lines += ["  assumptions:"] + [f"    - {a}" for a in self.assumptions]
+        return "\n".join(lines)
+
+
+def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_model: int | None = None,
+                  d_ff: int | None = None, heads: int | None = None, vocab: int = COMPILE_VOCAB,
+                  seq_len: int = COMPILE_SEQ_LEN, batch: int | None = None, remat: str = "none") -> CompileCheck:
+    """Compile the planned model's real train step for ``slice_name`` with the TPU compiler (libtpu).
+
+    The model is :mod:`tpututor.lm`'s Transformer at the plan's size (:func:`lm_shape` derives what is
+    not given), as abstract arrays (``jax.eval_shape``: nothing is allocated); the step is
+    ``lm.make_train_step`` with the state split over every device of the slice (FSDP: mesh
+    ``fsdp=devices``), ``batch`` sequences of ``seq_len`` tokens (default one per device). Raises
+    :class:`CompilerUnavailable` (why, in one line) where no TPU compiler is here, and ``ValueError``
+    for a slice that is not the plan's chips or a shape the mesh cannot split.
+    """
+    from . import hardware, lm
+
+    spec = hardware.slice_of(slice_name)
+    if p.unit != "chip" or spec.chip.name != p.chip or spec.chips != p.chips:
+        mine = p.slice_name or f"{p.chips} {p.chip}"
+        raise ValueError(f"--compile {slice_name} is {spec.chips} {spec.chip.name} chips, but the plan is for "
+                         f"{p.chips} {p.chip} {p.unit}s: compile the plan's own slice"
+                         + (f" (--compile {mine})" if p.slice_name else "")
+                         + f" or plan for it (--chip {spec.chip.name} --chips {spec.chips})")
+    try:
+        from . import aot
+    except ImportError as exc:  # no JAX here
+        raise CompilerUnavailable(f"the TPU compiler needs JAX and libtpu, and this Python has none ({exc})")
+    why = aot.available()
+    if why is not None:
+        raise CompilerUnavailable(why)
+    import jax
+    import jax.numpy as jnp
+
+    devices = spec.devices
+    assumptions = []
+    n_layers, width, derived = lm_shape(p.params, layers=layers, d_model=d_model, vocab=vocab, seq_len=seq_len,
+                                        multiple=math.lcm(128, devices))
+    if derived:
+        assumptions.append(f"no model shape given (--layers, --d-model): derived {derived} for about "
+                           f"{p.params:.3g} parameters in tpututor.lm's layout (12 x d_model^2 per layer, "
+                           "untied embeddings); pass --layers and --d-model for your model's")
+    heads = heads or (width // 128 if width % 128 == 0 else width // 64 if width % 64 == 0 else 1)
+    cfg = lm.Config(d_model=width, n_layers=n_layers, n_heads=heads, d_ff=d_ff or 4 * width, seq_len=seq_len,
+                    vocab=vocab)
+    batch = batch or devices
+    n = cfg.n_params()
+    if abs(n - p.params) > 0.05 * p.params:
+        assumptions.append(f"the model built has {n:,} parameters where --params says {p.params:.3g}: the "
+                           "formula beside the compiler's figure counts the model built")
+    formula = plan(n, p.tokens, p.chip, p.chips, p.mfu, region=p.region, price_per_chip_hour=1.0)
+    per_device = spec.chip.jax_devices_per_chip
+    formula_bytes = formula.memory["FSDP"].total_bytes / per_device
+    hbm = (spec.chip.hbm_bytes or 0) / per_device
+    per = "chip" if per_device == 1 else "device"
+    assumptions += [
+        "formula: 16 bytes per parameter (f32 weights and gradients, Adam's two f32 moments) split over "
+        f"{devices} devices, as lm.train_step keeps them; the compiler's figure adds activations, temporaries "
+        "and the batch (--param-bytes, --grad-bytes and --optimizer-bytes change only the plan above)",
+        f"{per_device} JAX devices per {spec.chip.name} chip: figures per device, HBM {hbm / GIB:.2f} GiB each"
+        if per_device > 1 else f"HBM per chip {hbm / GIB:.2f} GiB from the chip table "
+        f"({spec.chip.source_date}); the compiler may keep some for itself",
+        f"{batch} sequences of {seq_len} tokens per step (--batch, --seq-len); attention is lm's plain softmax "
+        "attention, whose scores grow with seq_len^2",
+    ]
+    tx = lm.optimizer()
+    mesh = lm.make_mesh(data=1, fsdp=devices, tensor=1, devices=aot.topology(slice_name).devices)
+    abstract = lm.abstract_state(cfg, tx)  # jax.eval_shape: shapes and dtypes only
+    try:
+        lm.check_batch(batch, mesh)
+        state_sh = lm.shardings(abstract, lm.RULES, mesh)
+    except lm.ShardingRuleError as exc:
+        raise ValueError(str(exc)) from exc
+    state = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, state_sh)
+    tokens = jax.ShapeDtypeStruct((batch, seq_len), jnp.int32, sharding=lm.batch_sharding(mesh))
+    step = lm.make_train_step(cfg, tx, mesh, remat=remat, abstract=abstract)
+    compiler = f"libtpu {_package_version('libtpu')}, JAX {jax.__version__}"
+    common = dict(slice_name=slice_name, describe=spec.describe(), per=per, model=cfg.to_dict(), model_params=n,
+                  batch=batch, remat=remat, formula_bytes=formula_bytes, hbm_bytes=hbm, compiler=compiler,
+                  assumptions=assumptions)
+    start = time.perf_counter()
+    try:
+        out = aot.compile(step, state, {"inputs": tokens, "targets": tokens}, slice=slice_name)
+    except aot.CompileError as err:
+        needed, available = compiler_figures(err.message)
+        listed = largest_allocations(err.message)
+        source = "the compiler's message"
+        if not listed:
+            listed = _largest_without_a_list(state, step.lower(state, {"inputs": tokens, "targets": tokens}),
+                                             devices)
+            source = ("the compiler's message lists none: the state's shards per device, then the biggest "
+                      f"values in the program before the compiler splits it over {devices} devices")
+        return CompileCheck(compiler_bytes=needed, compiler_hbm_bytes=available, memory={}, fits=False,
+                            message=err.message, largest=listed,
+                            largest_source=source, seconds=time.perf_counter() - start, **common)
+    listed, source = [], ""
+    if not out.fits:
+        listed = [f"{shape} {gib_text(size)} GiB ({what})" for shape, size, what in biggest_buffers(out.hlo)]
+        source = "the biggest buffers in the compiled program, per device"
+    return CompileCheck(compiler_bytes=out.bytes_per_device, compiler_hbm_bytes=None, memory=dict(out.memory),
+                        fits=out.fits, message=None,
+                        largest=listed, largest_source=source, seconds=out.seconds, **common)
+
+
+def _largest_without_a_list(state, lowered, devices: int, top: int = 4) -> list[str]:
+    """Lines naming the biggest state shards per device and the biggest values of the unsplit program."""
+    import jax
+    import numpy as np
+
+    shards: dict[tuple, list] = {}  # a weight and its Adam moments (same path tail, same shard) together
+    for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+        shard = leaf.sharding.shard_shape(leaf.shape)
+        size = int(np.prod(shard, dtype=np.int64)) * leaf.dtype.itemsize
+        name = "/".join(str(next((getattr(k, a) for a in ("key", "idx", "name") if hasattr(k, a)), k)) for k in path)
+        moment = re.match(r"^(params|opt_state/.*?/(mu|nu))/", name)
+        tail = name[moment.end():] if moment else name
+        key = (tail, leaf.dtype.name, tuple(shard), tuple(leaf.shape), size)
+        shards.setdefault(key, []).append(moment.group(2) or "weights" if moment else name)
+    lines = []
+    biggest = sorted(shards.items(), key=lambda kv: -kv[0][4] * len(kv[1]))[:top]
+    for (tail, dtype, shard, shape, size), kinds in biggest:
+        kinds = sorted(kinds, key=lambda k: k != "weights")
+        lines.append(f"state {tail}: {dtype}{list(shard)} of {list(shape)} = {gib_text(size)} GiB per device"
+                     + (f" x {len(kinds)} ({', '.join(kinds)})" if len(kinds) > 1 else f" ({kinds[0]})"))
+    for shape, size, what in biggest_buffers(lowered.as_text(dialect="hlo"), top, arguments=False):
+        lines.append(f"program {shape} ({what}) = {gib_text(size)} GiB whole, before splitting over {devices}")
+    return lines
+
+
+def _package_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
