@@ -169,16 +169,20 @@ def test_stable_outputs_match_the_reference(stem, executed):
     assert reference.differences(ref, nbformat.read(result.output, as_version=4)) == []
 
 
-@pytest.mark.lessons
-@pytest.mark.parametrize("stem", IDS)
-def test_the_student_build_says_not_attempted_for_every_exercise(stem, executed):
-    result = executed(stem)
+def rehearsal_verdicts(result) -> tuple[list[dict], int]:
+    """The rehearsal's verdicts of an executed lesson, and how many exercises the lesson has."""
     assert result.status == "ok", result.error
     nb = nbformat.read(result.output, as_version=4)
     marked = [ln for ln in lines_of(nb, rehearsal=True) if ln.startswith(student.REHEARSAL_MARK)]
     assert len(marked) == 1, "the rehearsal cell ran"
-    verdicts = json.loads(marked[0][len(student.REHEARSAL_MARK):])
-    assert len(verdicts) == len(student.exercises(nb)) >= 2
+    return json.loads(marked[0][len(student.REHEARSAL_MARK):]), len(student.exercises(nb))
+
+
+@pytest.mark.lessons
+@pytest.mark.parametrize("stem", IDS)
+def test_the_student_build_says_not_attempted_for_every_exercise(stem, executed):
+    verdicts, exercises_in_lesson = rehearsal_verdicts(executed(stem))
+    assert len(verdicts) == exercises_in_lesson >= 2
     for v in verdicts:
         assert v["error"] is None and v["statuses"] == ["not attempted"], v
 
@@ -186,11 +190,7 @@ def test_the_student_build_says_not_attempted_for_every_exercise(stem, executed)
 @pytest.mark.lessons
 @pytest.mark.parametrize("stem", IDS)
 def test_every_check_fails_every_answer_known_to_be_wrong(stem, executed):
-    result = executed(stem)
-    assert result.status == "ok", result.error
-    nb = nbformat.read(result.output, as_version=4)
-    marked = [ln for ln in lines_of(nb, rehearsal=True) if ln.startswith(student.REHEARSAL_MARK)]
-    for v in json.loads(marked[0][len(student.REHEARSAL_MARK):]):
+    for v in rehearsal_verdicts(executed(stem))[0]:
         for wrong in v["wrong"]:
             assert wrong["error"] is None and wrong["statuses"] == ["failed"], (v["check"], wrong)
 
