@@ -22,6 +22,8 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``finetune``: local stand-ins for a Hub BERT and data set; training scripts run bounded in time
 - ``mesh``: meshes, shardings, the collectives in a compiled program and what they cost
 - ``lm``: the training lesson's language model (Flax NNX), grain pipeline, sharding rules, Orbax checkpoints
+- ``hosts``: several JAX hosts on one machine, started as a TPU slice's ``--worker=all`` would (``python -m tpututor launch``)
+- ``tblog``: TensorBoard scalars (event files) written and read without TensorFlow
 - ``mfu``: model FLOPs per training step (MaxText's count) and MFU against a chip's peak
 - ``decode``: serving the trained language model: a KV cache, continuous batching, int8, paged attention, host offload, a local endpoint
 - ``profile``: read profiler traces in a notebook; XProf on 127.0.0.1
@@ -34,7 +36,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``check``: self-checking exercises (PASSED, FAILED, NOT ATTEMPTED), ``check.hint`` and ``check.solution``
 - ``exercises``: the lessons' worked answers, hints and known-wrong answers, out of the learner's sight
 - ``config``: the run profile (``full`` or ``ci``)
-- ``cli``: ``python -m tpututor`` (doctor, chips, bench, run, plan)
+- ``cli``: ``python -m tpututor`` (doctor, chips, bench, run, plan, launch)
 
 ``tpututor.course`` is the course tooling (stamping, the lesson runner, the student build, the
 workshop guide, releases, fake machines); it works on a clone of the repository.

@@ -10,6 +10,7 @@
     python -m tpututor plan ... --chip v5e --chips 8 --compile v5e-8 [--layers L --d-model D] [--vocab V]
                         [--seq-len S] [--batch B]   (the TPU compiler's memory per chip beside the formula's;
                         exit 1 when it does not fit, 2 where libtpu is missing)
+    python -m tpututor launch --hosts 4 --devices-per-host 2 [--timeout S] -- COMMAND ...
                                   (COMMAND once per host on 127.0.0.1, as a TPU slice's --worker=all would)
 
 Exit status: 0 success, 1 a lesson failed (or a plan --compile does not fit), 2 bad usage.
@@ -106,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     co.add_argument("--batch", type=_positive_int, default=None,
                     help="sequences per step, all chips together (default one per JAX device)")
     co.add_argument("--remat", choices=["none", "full", "dots", "dots_all"], default="none",
-                    help="rematerialisation policy of each layer, as lesson 08 names them (default none)")
+                    help="rematerialisation policy of each layer, as lesson 08 (training) names them (default none)")
 
     sv = sub.add_parser("plan-serving", help="chips, batch, latency bounds and $ per million tokens of serving a model")
     sv.add_argument("--model", required=True, help="llama-3.1-8b, llama-3-70b or qwen2.5-0.5b")
@@ -118,6 +119,21 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--kv-bytes", type=_number, default=2.0, help="bytes per cached value: 2 (bf16), 1 (int8)")
     sv.add_argument("--region", default="us-central1", help="region of the price table (default us-central1)")
     sv.add_argument("--reserve", type=_number, default=0.1, help="share of HBM kept for the runtime (default 0.1)")
+    # launch: several JAX hosts on this machine (tpututor/hosts.py)
+    la = sub.add_parser("launch", help="run a command as N JAX hosts on 127.0.0.1, the way a TPU slice runs it")
+    la.add_argument("--hosts", type=_positive_int, default=4, help="processes to start (default 4)")
+    la.add_argument("--devices-per-host", type=_positive_int, default=2,
+                    help="simulated CPU devices in each (default 2)")
+    la.add_argument("--port", type=_positive_int, default=None, help="the coordinator's port (default: a free one)")
+    la.add_argument("--timeout", type=_number, default=600.0, help="seconds before every host is stopped (default 600)")
+    la.add_argument("--heartbeat-timeout", type=_positive_int, default=10,
+                    help="seconds without a heartbeat before JAX declares a host dead (default 10; JAX's own: 100)")
+    la.add_argument("--init-timeout", type=_positive_int, default=60,
+                    help="seconds jax.distributed.initialize() waits for every host (default 60; JAX's own: 300)")
+    la.add_argument("--grace", type=_number, default=None,
+                    help="after a host fails, seconds the others get to end on their own (default heartbeat + 15)")
+    la.add_argument("--quiet", action="store_true", help="print only the summary, not every host's lines")
+    la.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command each host runs")
     return p
 
 
@@ -356,6 +372,32 @@ def _plan_serving(args: argparse.Namespace) -> int:
     return 0 if p.chosen is not None else 1
 
 
+def _launch(args: argparse.Namespace) -> int:
+    import signal
+
+    from .hosts import Job
+
+    command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    try:
+        job = Job(command, args.hosts, args.devices_per_host, port=args.port, timeout=args.timeout,
+                  heartbeat_timeout=args.heartbeat_timeout, init_timeout=args.init_timeout, grace=args.grace,
+                  echo=not args.quiet)
+    except ValueError as exc:
+        print(f"python -m tpututor launch: error: {exc}", file=sys.stderr)
+        return 2
+    job.start()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: job.signal(signal.SIGTERM))  # preemption: pass it on
+    try:
+        result = job.wait()
+    except KeyboardInterrupt:  # Ctrl-C: every host is stopped (job.wait's cleanup), then say so
+        print("python -m tpututor launch: interrupted; every host stopped", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(f"launch: {result.summary()}", file=sys.stderr)
+    return result.returncode
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -364,4 +406,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("python -m tpututor: error: choose a command: doctor, chips, bench, run or plan", file=sys.stderr)
         return 2
     return {"doctor": _doctor, "chips": _chips, "bench": _bench, "run": _run, "plan": _plan,
-            "plan-serving": _plan_serving}[args.command](args)
+            "plan-serving": _plan_serving, "launch": _launch}[args.command](args)

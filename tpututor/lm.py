@@ -8,6 +8,7 @@ subprocesses import (``python -m tpututor.lm train --help``):
 * :func:`stdlib_corpus`: text every machine has, the Python standard library's own source files;
   :func:`load_texts`: the same from a Hugging Face data set, for learners with internet.
 * :func:`dataset`: the grain pipeline (windows of tokens, shuffled, batched, one slice per process);
+  :func:`write_shards` / :func:`read_shards`: a folder of token files, each host reading its own;
   :func:`to_device` and :func:`device_prefetch`: batches onto the mesh, the next one ahead of the step.
 * :class:`LM`: the model in Flax NNX (f32 master weights, bf16 compute).
 * :data:`PARAM_AXES`, :data:`RULES`, :func:`make_mesh`, :func:`shardings`: named logical axes
@@ -50,7 +51,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 __all__ = ["Config", "PROFILES", "config_for", "VOCAB", "encode", "decode", "stdlib_corpus", "load_texts",
            "Windows", "dataset", "to_device", "device_prefetch", "LM", "Block", "attention", "POLICIES",
            "PARAM_AXES", "RULES", "MESH_AXES", "make_mesh", "logical_axes", "spec_for", "shardings",
-           "batch_sharding", "check_batch", "optimizer", "init_state", "abstract_state", "loss_fn",
+           "batch_sharding", "check_batch", "write_shards", "read_shards", "optimizer", "init_state",
+           "abstract_state", "loss_fn",
            "train_step", "make_train_step", "eval_step", "checkpoint_manager", "save", "restore", "load",
            "generate", "train", "main", "ShardingRuleError", "CheckpointMismatch"]
 
@@ -249,6 +251,45 @@ def dataset(tokens, seq_len: int, global_batch: int, *, seed: int = 0, process_i
     ds = grain.MapDataset.source(Windows(tokens, seq_len)).shuffle(seed=seed).repeat()
     ds = ds.batch(global_batch // process_count, drop_remainder=True)
     return ds[process_index::process_count].map(lambda w: {"inputs": w[:, :-1], "targets": w[:, 1:]})
+
+
+def write_shards(text: str, directory: str | os.PathLike, shards: int = 8) -> list[str]:
+    """``text``'s tokens cut into ``shards`` files ``shard-00003-of-00008.npy`` (uint8) in ``directory``:
+    the folder stands in for a Cloud Storage bucket (a ``gs://`` path works too, through ``etils.epath``)."""
+    import numpy as np
+    from etils import epath
+
+    root = epath.Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, part in enumerate(np.array_split(encode(text).astype(np.uint8), shards)):
+        path = root / f"shard-{i:05d}-of-{shards:05d}.npy"
+        with path.open("wb") as f:
+            np.save(f, part)
+        paths.append(str(path))
+    return paths
+
+
+def read_shards(directory: str | os.PathLike, shard_options=None):
+    """This process's tokens from a folder of :func:`write_shards` files: the files
+    ``shard_index, shard_index + shard_count, ...`` by grain's ``ShardOptions`` (default
+    ``grain.sharding.ShardByJaxProcess()``: ``jax.process_index()`` of ``jax.process_count()``).
+    Each host opens only its own files; for ``gs://`` the same call reads through ``etils.epath``."""
+    import grain
+    import numpy as np
+    from etils import epath
+
+    opts = shard_options if shard_options is not None else grain.sharding.ShardByJaxProcess(drop_remainder=True)
+    files = sorted(epath.Path(directory).glob("shard-*-of-*.npy"))
+    if not files or len(files) % opts.shard_count:
+        raise ValueError(f"{directory} holds {len(files)} shard files, which do not split evenly over "
+                         f"{opts.shard_count} processes: write a multiple of {opts.shard_count} "
+                         f"(lm.write_shards(text, directory, shards=...))")
+    parts = []
+    for path in files[opts.shard_index::opts.shard_count]:
+        with path.open("rb") as f:
+            parts.append(np.load(f))
+    return np.concatenate(parts).astype(np.int32)
 
 
 def to_device(batch: Mapping[str, Any], sharding) -> dict:
@@ -787,23 +828,31 @@ def generate(model, prompt: str, length: int = 200, *, temperature: float = 0.8,
 def train(cfg: Config, *, steps: int, batch: int, mesh=None, rules: Mapping[str, Any] = RULES,
           ckpt_dir: str | os.PathLike | None = None, save_every: int = 10, seed: int = 0,
           learning_rate: float = 3e-3, schedule_steps: int | None = None, corpus_chars: int = 2_000_000,
-          remat="none", on_step: Callable[[int, float], None] | None = None) -> dict[int, float]:
+          remat="none", on_step: Callable[[int, float], None] | None = None,
+          data_dir: str | os.PathLike | None = None) -> dict[int, float]:
     """Train up to step ``steps`` (resuming from ``ckpt_dir``'s latest checkpoint); return {step: loss}.
 
     ``schedule_steps`` (default ``steps``) is the length the learning-rate schedule is laid out for,
     so a run can stop early and still take exactly the steps a longer run takes.
 
     The same loop as the lesson's, condensed: every process of a multi-host run calls it with the
-    same arguments; each reads its own slice of the data (:func:`dataset`).
+    same arguments; each reads its own slice of the data (:func:`dataset`), or with ``data_dir``
+    its own files of a folder of shards (:func:`read_shards`), ``batch // process_count`` rows a step.
+    After ``jax.distributed.initialize()``, a SIGTERM to any process makes every process save a
+    checkpoint at the same step (Orbax's preemption sync point) and return early: the returned
+    losses then end before ``steps``.
     """
     import jax
 
     mesh = mesh if mesh is not None else make_mesh(data=jax.device_count())
     check_batch(batch, mesh, rules)
     tx = optimizer(learning_rate, schedule_steps or steps)
-    text, _, _ = stdlib_corpus(corpus_chars)
-    ds = dataset(encode(text), cfg.seq_len, batch, seed=seed, process_index=jax.process_index(),
-                 process_count=jax.process_count())
+    if data_dir is not None:  # this host's files only, its rows of every global batch
+        ds = dataset(read_shards(data_dir), cfg.seq_len, batch // jax.process_count(), seed=seed)
+    else:
+        text, _, _ = stdlib_corpus(corpus_chars)
+        ds = dataset(encode(text), cfg.seq_len, batch, seed=seed, process_index=jax.process_index(),
+                     process_count=jax.process_count())
     abstract = abstract_state(cfg, tx, seed)
     step_fn = make_train_step(cfg, tx, mesh, rules, remat=remat, abstract=abstract)
     manager = checkpoint_manager(ckpt_dir, cfg, save_every=save_every) if ckpt_dir is not None else None
@@ -815,18 +864,22 @@ def train(cfg: Config, *, steps: int, batch: int, mesh=None, rules: Mapping[str,
         state = init_state(cfg, tx, seed, mesh, rules)
     start = int(state["step"])
     losses: dict[int, float] = {}
+    preempted = False
     batches = device_prefetch(iter(ds[start:]), batch_sharding(mesh, rules))
     try:
         for s in range(start, steps):
             state, loss = step_fn(state, next(batches))
             losses[s + 1] = float(loss)
             if manager is not None:
-                save(manager, s + 1, state, cfg)
+                save(manager, s + 1, state, cfg)  # at a preemption sync point Orbax saves whatever the interval
             if on_step is not None:
                 on_step(s + 1, losses[s + 1])
+            if manager is not None and manager.reached_preemption(s + 1):  # every process stops at this step
+                preempted = True
+                break
         if manager is not None:
             manager.wait_until_finished()
-            if start < steps and steps not in manager.all_steps():  # the last step, whatever the interval
+            if not preempted and start < steps and steps not in manager.all_steps():  # the last step, whatever the interval
                 save(manager, steps, state, cfg, force=True)
                 manager.wait_until_finished()
     finally:
@@ -856,6 +909,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--coordinator", help="host:port of process 0, for a multi-process run")
     t.add_argument("--num-processes", type=int, default=1)
     t.add_argument("--process-id", type=int, default=0)
+    t.add_argument("--distributed", action="store_true",
+                   help="first call jax.distributed.initialize() with no topology arguments: on a TPU slice the "
+                        "runtime supplies it, under `python -m tpututor launch` the environment; then only "
+                        "process 0 prints progress")
+    t.add_argument("--data-dir", help="a folder (or gs:// path) of lm.write_shards files; each process reads its own")
+    t.add_argument("--logdir", help="write loss and seconds per step as TensorBoard event files here (process 0)")
     args = parser.parse_args(argv)
 
     import jax
@@ -866,18 +925,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator_address=args.coordinator, num_processes=args.num_processes,
                                    process_id=args.process_id)
+    if args.distributed:
+        from . import hosts
+
+        jax.distributed.initialize(**hosts.initialize_options())  # + the launcher's short timeouts, if any
+        print(json.dumps({"process": jax.process_index(), "processes": jax.process_count(),
+                          "devices": jax.device_count(), "local_devices": jax.local_device_count()}), flush=True)
     cfg = Config.from_dict(json.loads(args.config)) if args.config else PROFILES[args.profile]
     mesh = make_mesh(*map(int, args.mesh.split(","))) if args.mesh else None
 
+    lead = jax.process_index() == 0 or not args.distributed  # who prints progress and writes metrics
+    writer = None
+    if args.logdir and jax.process_index() == 0:
+        from . import tblog
+
+        writer = tblog.Writer(args.logdir)
+    last = [time.perf_counter()]
+
     def report(step: int, loss: float) -> None:
-        print(json.dumps({"step": step, "loss": loss, "process": jax.process_index()}), flush=True)
+        now = time.perf_counter()
+        if writer is not None:
+            writer.scalars(step, {"loss": loss, "step_seconds": now - last[0]})
+        last[0] = now
+        if lead:
+            print(json.dumps({"step": step, "loss": loss, "process": jax.process_index()}), flush=True)
 
     start = time.perf_counter()
-    train(cfg, steps=args.steps, batch=args.batch, mesh=mesh, ckpt_dir=args.ckpt_dir, save_every=args.save_every,
-          seed=args.seed, learning_rate=args.lr, schedule_steps=args.schedule_steps,
-          corpus_chars=args.corpus_chars, on_step=report)
+    try:
+        losses = train(cfg, steps=args.steps, batch=args.batch, mesh=mesh, ckpt_dir=args.ckpt_dir,
+                       save_every=args.save_every, seed=args.seed, learning_rate=args.lr,
+                       schedule_steps=args.schedule_steps, corpus_chars=args.corpus_chars, on_step=report,
+                       data_dir=args.data_dir)
+    finally:
+        if writer is not None:
+            writer.close()
+    if losses and max(losses) < args.steps:  # a preemption signal: every process saved this step and stopped
+        print(json.dumps({"preempted": max(losses), "process": jax.process_index()}), flush=True)
     print(json.dumps({"done": True, "seconds": round(time.perf_counter() - start, 2)}), flush=True)
-    if args.coordinator:
+    if args.coordinator or args.distributed:
         jax.distributed.shutdown()
     return 0
 

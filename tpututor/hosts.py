@@ -1,0 +1,415 @@
+"""Several JAX hosts on one machine, started the way a TPU slice starts its workers.
+
+On a TPU slice of several hosts, ``gcloud compute tpus tpu-vm ssh NAME --worker=all --command=CMD``
+runs ``CMD`` once on every host, and ``jax.distributed.initialize()``, called with no arguments,
+learns the coordinator's address, the number of processes and its own index from the TPU
+runtime. :class:`Job` (and ``python -m tpututor launch --hosts 4 -- CMD``) rehearses that on one
+machine: it starts ``CMD`` once per host on 127.0.0.1, each process with the environment
+variables below, gathers every host's output lines (each prefixed with its process index), and
+stops every process it started: when the command ends, when one host fails and the others do
+not end on their own within ``grace`` seconds, after ``timeout`` seconds, and on Ctrl-C.
+
+What each host's environment holds (:func:`host_env`):
+
+* ``JAX_COORDINATOR_ADDRESS=127.0.0.1:PORT``: read by ``jax.distributed.initialize()`` itself.
+* ``SLURM_JOB_ID``, ``SLURM_STEP_NODELIST``, ``SLURM_NTASKS``, ``SLURM_PROCID``, ``SLURM_LOCALID``:
+  JAX 0.10 reads the process count and index only from a cluster it detects (Open MPI, Slurm,
+  Cloud TPU, Kubernetes: ``jax/_src/clusters/``). Of those, Slurm is the one described by
+  environment variables alone, so the launcher speaks Slurm's (on one node: ``SLURM_LOCALID`` is
+  the process index too). Other ``SLURM_*`` and ``OMPI_*`` variables are removed, so that no
+  other cluster is detected first.
+* ``JAX_PLATFORMS=cpu``, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (N simulated CPU
+  devices per host) and ``JAX_CPU_COLLECTIVES_IMPLEMENTATION=gloo`` (collectives between
+  processes over TCP; the default in JAX 0.10, named for older versions).
+* ``JAX_ENABLE_COMPILATION_CACHE=false``: on CPU each process computes its own cache key (measured
+  with JAX 0.10.2), and only process 0 writes entries, so with a warm cache process 0 starts the
+  first collective while the others still compile; after 30 s its Gloo set-up fails
+  (``Gloo context initialization failed: DEADLINE_EXCEEDED: GetKeyValue() timed out``).
+  Every host compiling keeps them in step.
+* ``TPUTUTOR_HEARTBEAT_TIMEOUT``, ``TPUTUTOR_INIT_TIMEOUT``, ``TPUTUTOR_SHUTDOWN_TIMEOUT``: JAX
+  takes its timeouts only as ``initialize()`` arguments (defaults 100 s, 300 s, 300 s), so
+  :func:`initialize_options` turns these into those arguments. Short ones make a dead host
+  known in seconds.
+* ``PYTHONFAULTHANDLER=1``: a host ended by a fatal signal (JAX aborts a process whose peer
+  died) prints every thread's Python stack first, which shows the call it was blocked in.
+  ``PYTHONUNBUFFERED=1``: lines arrive as they are printed.
+* ``TPUTUTOR_LAUNCH_ID``: one id per launch in every process it started, so that
+  :func:`leftovers` can find any that outlived it.
+
+This module imports no framework.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator, Mapping, NamedTuple, Sequence, TextIO
+
+__all__ = ["Job", "Line", "HostExit", "Result", "host_env", "initialize_options", "free_port", "leftovers",
+           "main_thread_stack",
+           "TIMEOUT_ENV", "LAUNCH_ID_ENV"]
+
+TIMEOUT_ENV = {  # variable -> the jax.distributed.initialize() argument it becomes
+    "TPUTUTOR_HEARTBEAT_TIMEOUT": "heartbeat_timeout_seconds",
+    "TPUTUTOR_INIT_TIMEOUT": "initialization_timeout",
+    "TPUTUTOR_SHUTDOWN_TIMEOUT": "shutdown_timeout_seconds",
+}
+LAUNCH_ID_ENV = "TPUTUTOR_LAUNCH_ID"
+
+# Started in front of the command (Linux): ask the kernel to SIGKILL the host if the launcher dies,
+# even by SIGKILL itself, then become the command (exec keeps the process id).
+_DIE_WITH_PARENT = ("import ctypes, os, sys\n"
+                    "ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL\n"
+                    "if os.getppid() != int(sys.argv[1]): os._exit(137)  # the launcher is already gone\n"
+                    "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def initialize_options(environ: Mapping[str, str] | None = None) -> dict[str, int]:
+    """The keyword arguments for ``jax.distributed.initialize()`` that the launcher's timeout variables
+    ask for (:data:`TIMEOUT_ENV`); empty on a TPU slice, where JAX's defaults apply."""
+    environ = os.environ if environ is None else environ
+    return {arg: int(environ[var]) for var, arg in TIMEOUT_ENV.items() if environ.get(var)}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on now (the coordinator binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def host_env(host: int, hosts: int, port: int, devices_per_host: int = 2, *, heartbeat_timeout: int = 10,
+             init_timeout: int = 60, shutdown_timeout: int = 30, launch_id: str = "",
+             base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of host ``host`` of ``hosts`` (see the module's docstring for each variable)."""
+    if not 0 <= host < hosts:
+        raise ValueError(f"host {host} is not one of 0..{hosts - 1}")
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not k.startswith(("SLURM_", "OMPI_")) and k != "JAX_NUM_CPU_DEVICES"}
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    env.update({
+        "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+        "SLURM_JOB_ID": str(port), "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": str(hosts),
+        "SLURM_PROCID": str(host), "SLURM_LOCALID": str(host),
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": " ".join(flags + [f"--xla_force_host_platform_device_count={devices_per_host}"]),
+        "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
+        "JAX_ENABLE_COMPILATION_CACHE": "false",
+        "TPUTUTOR_HEARTBEAT_TIMEOUT": str(heartbeat_timeout),
+        "TPUTUTOR_INIT_TIMEOUT": str(init_timeout),
+        "TPUTUTOR_SHUTDOWN_TIMEOUT": str(shutdown_timeout),
+        "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1",
+        LAUNCH_ID_ENV: launch_id,
+    })
+    return env
+
+
+class Line(NamedTuple):
+    """One line a host printed (standard output and error together), ``seconds`` after the launch."""
+
+    host: int
+    seconds: float
+    text: str
+
+    def __str__(self) -> str:
+        return f"[host {self.host}] {self.text}"
+
+
+@dataclasses.dataclass(frozen=True)
+class HostExit:
+    """How one host ended: ``returncode`` as ``subprocess`` gives it (-9: killed by SIGKILL),
+    ``seconds`` after the launch, and whether the launcher ended it (``stopped``)."""
+
+    host: int
+    pid: int
+    returncode: int
+    seconds: float
+    stopped: bool = False
+
+    @property
+    def how(self) -> str:
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            return f"killed by {name}"
+        return f"exit status {self.returncode}"
+
+    def __str__(self) -> str:
+        by = ", stopped by the launcher" if self.stopped else ""
+        return f"host {self.host} (pid {self.pid}): {self.how} after {self.seconds:.1f} s{by}"
+
+
+@dataclasses.dataclass
+class Result:
+    """Every host's exit (in host order), every line, the launch's length, and whether it ran out of time."""
+
+    exits: list[HostExit]
+    lines: list[Line]
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and all(e.returncode == 0 for e in self.exits)
+
+    @property
+    def returncode(self) -> int:
+        """0 when every host exited 0; 124 after the time limit; else the first failed host's status
+        (128 + signal for a signal, as a shell reports it)."""
+        if self.timed_out:
+            return 124
+        first = min((e for e in self.exits if e.returncode != 0), key=lambda e: e.seconds, default=None)
+        if first is None:
+            return 0
+        return 128 - first.returncode if first.returncode < 0 else first.returncode
+
+    def output(self, host: int) -> str:
+        """Everything host ``host`` printed, one line each."""
+        return "\n".join(line.text for line in self.lines if line.host == host)
+
+    def summary(self) -> str:
+        head = f"{len(self.exits)} hosts in {self.seconds:.1f} s" + (" (time limit reached)" if self.timed_out else "")
+        return "\n".join([head] + [f"  {e}" for e in self.exits])
+
+
+class Job:
+    """``command`` started once per host on 127.0.0.1, as :func:`host_env` describes.
+
+    ``job = Job(cmd, hosts=4).start()``, then ``for line in job.follow(): ...`` (each line as it comes,
+    echoed with its host's prefix unless ``echo=False``) or ``result = job.wait()``; ``job.kill(2)``
+    sends a signal to one host (SIGKILL unless told), ``job.signal(sig)`` to every host. Use it as a
+    context manager: leaving the block stops every process it started (``stop``), whatever happened.
+
+    When a host fails (a status other than 0, or a signal), the others get ``grace`` seconds to end on
+    their own (and show their own error: a peer's death reaches them through JAX's heartbeats),
+    then the launcher kills them. After ``timeout`` seconds it kills every host.
+    """
+
+    def __init__(self, command: Sequence[str], hosts: int = 4, devices_per_host: int = 2, *, port: int | None = None,
+                 heartbeat_timeout: int = 10, init_timeout: int = 60, shutdown_timeout: int = 30,
+                 grace: float | None = None, timeout: float = 600.0, env: Mapping[str, str] | None = None,
+                 cwd: str | os.PathLike | None = None, echo: bool | TextIO = True):
+        if not command:
+            raise ValueError("no command to launch: give it after --, e.g. -- python -m tpututor.lm train ...")
+        if hosts < 1 or devices_per_host < 1:
+            raise ValueError(f"hosts and devices_per_host must be at least 1, got {hosts} and {devices_per_host}")
+        self.command, self.hosts, self.devices_per_host = list(command), hosts, devices_per_host
+        self.port = port
+        self.timeouts = dict(heartbeat_timeout=heartbeat_timeout, init_timeout=init_timeout,
+                             shutdown_timeout=shutdown_timeout)
+        self.grace = heartbeat_timeout + 15.0 if grace is None else grace
+        self.timeout, self.env, self.cwd = timeout, env, cwd
+        self.echo = sys.stdout if echo is True else echo or None
+        self.launch_id = uuid.uuid4().hex
+        self.procs: list[subprocess.Popen] = []
+        self.lines: list[Line] = []
+        self.exits: dict[int, HostExit] = {}
+        self._events: queue.Queue = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._stopped: set[int] = set()
+        self._t0 = 0.0
+        self._result: Result | None = None
+
+    # -- starting
+    def start(self) -> "Job":
+        if self.procs:
+            raise RuntimeError("this job has started already: make a new Job to launch again")
+        self.port = self.port or free_port()
+        self._t0 = time.monotonic()
+        wrap = [sys.executable, "-S", "-c", _DIE_WITH_PARENT, str(os.getpid())] if sys.platform == "linux" else []
+        try:
+            for host in range(self.hosts):
+                env = host_env(host, self.hosts, self.port, self.devices_per_host, launch_id=self.launch_id,
+                               base=self.env, **self.timeouts)
+                proc = subprocess.Popen(wrap + self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, env=env, cwd=self.cwd, start_new_session=True)
+                self.procs.append(proc)
+                for target in (self._read, self._wait):
+                    t = threading.Thread(target=target, args=(host, proc), daemon=True, name=f"host{host}-{target.__name__}")
+                    t.start()
+                    self._threads.append(t)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> "Job":
+        return self if self.procs else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def seconds(self) -> float:
+        """Seconds since the launch."""
+        return time.monotonic() - self._t0
+
+    def _read(self, host: int, proc: subprocess.Popen) -> None:
+        for raw in proc.stdout:
+            self._events.put(Line(host, time.monotonic() - self._t0, raw.decode("utf-8", "replace").rstrip("\r\n")))
+        proc.stdout.close()
+        self._events.put(("eof", host))
+
+    def _wait(self, host: int, proc: subprocess.Popen) -> None:
+        code = proc.wait()
+        self._events.put(("exit", host, code, time.monotonic() - self._t0))
+
+    # -- signals
+    def kill(self, host: int, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to host ``host``'s process group (SIGKILL: the machine is gone)."""
+        self._signal_group(self.procs[host], sig)
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to every host (SIGTERM: what a maintenance event or preemption sends)."""
+        for proc in self.procs:
+            self._signal_group(proc, sig)
+
+    @staticmethod
+    def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+        try:
+            os.killpg(proc.pid, sig)  # start_new_session: the host's process id is its group's id
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop(self, wait: float = 5.0) -> None:
+        """End every host still running: SIGTERM, then SIGKILL after ``wait`` seconds; then every
+        process each host started (its process group), whatever state it is in."""
+        running = [(h, p) for h, p in enumerate(self.procs) if p.poll() is None]
+        for h, p in running:
+            self._stopped.add(h)
+            self._signal_group(p, signal.SIGTERM)
+        deadline = time.monotonic() + wait
+        for h, p in running:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            self._signal_group(p, signal.SIGKILL)
+        for p in self.procs:
+            p.wait()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    # -- following
+    def follow(self) -> Iterator[Line]:
+        """Yield every line as the hosts print it (echoed with its prefix), until all hosts have ended
+        and their output is read; the time limit and the grace after a failure apply meanwhile."""
+        if not self.procs:
+            self.start()
+        eofs: set[int] = set()
+        failed_at: float | None = None
+        timed_out = False
+        try:
+            while len(eofs) < self.hosts or len(self.exits) < self.hosts:
+                now = self.seconds()
+                if not timed_out and now > self.timeout:
+                    timed_out = True
+                    self._note(f"time limit of {self.timeout:.0f} s reached: stopping every host")
+                    self._kill_running()
+                elif failed_at is not None and now > failed_at + self.grace and len(self.exits) < self.hosts:
+                    self._note(f"{self.grace:.0f} s after the first failure: stopping the hosts still running")
+                    self._kill_running()
+                    failed_at = float("inf")
+                try:
+                    event = self._events.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if isinstance(event, Line):
+                    self.lines.append(event)
+                    if self.echo is not None:
+                        print(event, file=self.echo, flush=True)
+                    yield event
+                elif event[0] == "eof":
+                    eofs.add(event[1])
+                else:
+                    _, host, code, secs = event
+                    self.exits[host] = HostExit(host, self.procs[host].pid, code, secs, host in self._stopped)
+                    if code != 0 and failed_at is None:
+                        failed_at = secs
+        finally:
+            if len(self.exits) < self.hosts or len(eofs) < self.hosts:  # left early (Ctrl-C, an error, a break)
+                self.stop()
+            else:
+                for p in self.procs:  # anything a host left behind in its process group
+                    self._signal_group(p, signal.SIGKILL)
+        self._result = Result([self.exits[h] for h in sorted(self.exits)], list(self.lines), self.seconds(),
+                              timed_out)
+
+    @property
+    def result(self) -> Result | None:
+        """How the job ended, once :meth:`follow` (or :meth:`wait`) has run to its end; else None."""
+        return self._result
+
+    def wait(self) -> Result:
+        """Follow the job to its end (see :meth:`follow`) and return how every host ended."""
+        for _ in self.follow():
+            pass
+        return self._result
+
+    def _kill_running(self) -> None:
+        for h, p in enumerate(self.procs):
+            if p.poll() is None and h not in self.exits:
+                self._stopped.add(h)
+                self._signal_group(p, signal.SIGKILL)
+
+    def _note(self, text: str) -> None:
+        line = Line(-1, self.seconds(), text)
+        self.lines.append(line)
+        if self.echo is not None:
+            print(f"[launch] {text}", file=self.echo, flush=True)
+
+
+def main_thread_stack(output: str) -> list[tuple[str, int, str]]:
+    """The Python stack of the main thread, innermost call first, as ``(file, line, function)``, from
+    the thread dump a host prints when a fatal signal ends it (``PYTHONFAULTHANDLER=1``): the call it
+    was in when it died. Empty when the output holds no such dump."""
+    frames: list[tuple[str, int, str]] = []
+    current: list[tuple[str, int, str]] | None = None
+    for line in output.splitlines():
+        text = line.strip()
+        if text.startswith(("Thread 0x", "Current thread 0x")) and text.endswith("(most recent call first):"):
+            current = []
+        elif current is not None and text.startswith('File "'):
+            path, _, rest = text[6:].partition('", line ')
+            number, _, function = rest.partition(" in ")
+            if number.isdigit():
+                current.append((path, int(number), function))
+        elif current is not None:
+            if any(f[2] == "<module>" for f in current):  # the thread that runs the program
+                frames = current
+            current = None
+    if current and any(f[2] == "<module>" for f in current):
+        frames = current
+    return frames
+
+
+def leftovers(launch_id: str) -> list[int]:
+    """Process ids (Linux) still running with ``TPUTUTOR_LAUNCH_ID=launch_id`` in their environment."""
+    marker = f"{LAUNCH_ID_ENV}={launch_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                status = (entry / "status").read_text()
+                if "\nState:\tZ" not in status:  # a zombie is gone already, only not yet reaped
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
