@@ -20,6 +20,10 @@ PYTHON  ?= $(shell command -v python$(LOCK_PYTHON) || command -v python3)
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.tpututor-installed
+# The second environment, Colab's TPU stack (see make colab below); defined here, before any rule
+# names it as a prerequisite, since make expands prerequisites as it reads them.
+COLAB_VENV   := .venv-colab
+COLAB_STAMP  := $(COLAB_VENV)/.tpututor-installed
 PROFILE ?= full
 LAB_PORT ?= 8888
 LAB_ARGS ?=
@@ -69,8 +73,6 @@ test-fast: $(STAMP)
 # installs there; `make colab` runs every lesson in it. Only 05 may skip (that runtime has no
 # TensorFlow); any other skip fails the run. `make test` builds the venv first: the error atlas's
 # tests also run each JAX example under Colab's JAX.
-COLAB_VENV   := .venv-colab
-COLAB_STAMP  := $(COLAB_VENV)/.tpututor-installed
 COLAB_PY_BIN ?= $(shell for p in $$(command -v python3.13) $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
                    "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null && { echo "$$p"; break; }; done)
 COLAB_SKIPS  := 05_tf_tpustrategy
