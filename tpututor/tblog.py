@@ -6,7 +6,7 @@ event per step holding ``Summary.Value(tag, simple_value)`` scalars. ``tf.summar
 same records, but importing TensorFlow costs seconds of start-up in every training process that
 logs; the few bytes of a scalar are written here by hand instead (the record framing and the
 protobuf wire format, both stable public formats). ``tests/test_hosts.py`` reads them back with
-TensorFlow's own reader, so TensorBoard (``tensorboard --logdir DIR``) shows them.
+TensorFlow's own reader, so TensorBoard (``tensorboard --logdir DIR``) shows them. In use::
 
     with tblog.Writer("runs/lm") as w:
         w.scalars(step, {"loss": 2.31, "steps_per_second": 4.2})

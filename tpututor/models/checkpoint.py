@@ -1,22 +1,19 @@
 """Hugging Face checkpoints in and out of :class:`tpututor.models.llama.Llama`.
 
 A ``save_pretrained`` directory holds ``config.json`` and one or more ``*.safetensors`` files of
-PyTorch-named tensors. Reading one into the NNX model is a name map and a transpose:
+PyTorch-named tensors. Reading one into the NNX model is a name map and a transpose::
 
-=========================================  =====================================  ===========
-Hugging Face tensor (PyTorch layout)        NNX parameter                          change
-=========================================  =====================================  ===========
-``model.embed_tokens.weight`` (V, D)        ``embed.embedding`` (V, D)             none
-``model.layers.{i}.self_attn.q_proj.weight``  ``layers.attn.q.kernel[i]`` (D, H*Dh)  transposed
-  (H*Dh, D); k_proj, v_proj (K*Dh, D)        (``k``, ``v``: GQA keeps K heads)
-``...q_proj.bias`` (Qwen2)                   ``layers.attn.q.bias[i]``              none
-``...o_proj.weight`` (D, H*Dh)               ``layers.attn.o.kernel[i]``            transposed
-``...mlp.{gate,up,down}_proj.weight``        ``layers.mlp.{gate,up,down}.kernel[i]``  transposed
-``...input_layernorm.weight``                ``layers.attn_norm.weight[i]``         none
-``...post_attention_layernorm.weight``       ``layers.mlp_norm.weight[i]``          none
-``model.norm.weight``                        ``norm.weight``                        none
-``lm_head.weight`` (V, D), absent if tied    ``lm_head.kernel`` (D, V)              transposed
-=========================================  =====================================  ===========
+    Hugging Face tensor (PyTorch layout)                NNX parameter                        change
+    model.embed_tokens.weight (V, D)                    embed.embedding (V, D)               none
+    model.layers.{i}.self_attn.q_proj.weight (H*Dh, D)  layers.attn.q.kernel[i] (D, H*Dh)    transposed
+    ...k_proj, v_proj .weight (K*Dh, D)                 layers.attn.k/v.kernel[i] (D, K*Dh)  transposed (GQA: K heads)
+    ...q_proj.bias, k_proj.bias, v_proj.bias (Qwen2)    layers.attn.q/k/v.bias[i]            none
+    ...o_proj.weight (D, H*Dh)                          layers.attn.o.kernel[i] (H*Dh, D)    transposed
+    ...mlp.{gate,up,down}_proj.weight                   layers.mlp.{gate,up,down}.kernel[i]  transposed
+    ...input_layernorm.weight                           layers.attn_norm.weight[i]           none
+    ...post_attention_layernorm.weight                  layers.mlp_norm.weight[i]            none
+    model.norm.weight                                   norm.weight                          none
+    lm_head.weight (V, D), absent if tied               lm_head.kernel (D, V)                transposed
 
 PyTorch's ``nn.Linear`` stores (out, in) and computes ``x @ W.T``; Flax stores (in, out) and computes
 ``x @ W``: hence the transposes. The layers' tensors are stacked along a new first axis, the

@@ -1,6 +1,6 @@
 """The Llama family in Flax NNX: one definition for Llama 2/3, Qwen2 and Gemma checkpoints.
 
-A decoder-only Transformer, as Hugging Face's ``LlamaForCausalLM`` computes it:
+A decoder-only Transformer, as Hugging Face's ``LlamaForCausalLM`` computes it::
 
     x = embed(tokens)                       (Gemma: times sqrt(d_model))
     for each layer:                         (the layers are stacked and run under nnx.scan)
