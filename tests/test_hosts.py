@@ -222,7 +222,8 @@ def test_each_process_reads_its_own_shard_files(tmp_path):
 
 # --------------------------------------------------------------------------- the rehearsal (slow)
 
-STEPS, SAVE_EVERY, KILL_AFTER, KILLED_HOST = 8, 2, 3, 2  # 8: room for a preemption step before the end
+STEPS, SAVE_EVERY, KILL_AFTER, KILLED_HOST = 8, 2, 5, 2  # 8: room for a preemption step before the end;
+# kill after 5: the save at step 2 has surely finished (a save waits for the one before), however slow the machine
 
 
 @pytest.fixture(scope="module")
@@ -293,7 +294,7 @@ def test_a_dead_host_stops_the_job_and_the_relaunch_resumes_to_the_same_losses(u
             job.kill(KILLED_HOST)  # SIGKILL: the machine is gone, no chance to say so
             killed_at.append(job.seconds())
 
-    _, dead, _ = launch(trainer(bucket, "run"), kill_after_step)
+    dead_job, dead, _ = launch(trainer(bucket, "run"), kill_after_step)
     assert killed_at, dead.output(0)[-3000:]
     kill = killed_at[0]
     victim = dead.exits[KILLED_HOST]
@@ -303,21 +304,25 @@ def test_a_dead_host_stops_the_job_and_the_relaunch_resumes_to_the_same_losses(u
             continue
         text = dead.output(e.host)
         waited = e.seconds - kill
-        print(f"host {e.host}: {e.how} {waited:.1f} s after the kill")
-        # Every other process is aborted: JAX's coordination service notices the missing heartbeats (within
-        # the 10 s heartbeat timeout), or, sooner, a Gloo transfer with the dead host fails.
-        assert e.returncode == -signal.SIGABRT and not e.stopped, text[-3000:]
-        assert waited <= 10 + 10, waited  # (+ slack for a loaded machine)
         heartbeat = "Terminating process because the JAX distributed service detected fatal errors" in text
         gloo = [line for line in text.splitlines() if "Gloo" in line and "is connected to" not in line]
-        print(f"  {'heartbeat' if heartbeat else gloo[:1]}")
-        assert heartbeat or gloo, text[-3000:]
-        if heartbeat and e.host == 0:  # the coordinator names the dead task
-            assert f"The following tasks are unhealthy (stopped sending heartbeats):\n{KILLED_HOST}" in text
-        frames = [f for f in hosts.main_thread_stack(text) if f[0].endswith("lm.py")]
-        assert frames and frames[0][2] == "train", frames
-        source = (ROOT / "tpututor" / "lm.py").read_text().splitlines()[frames[0][1] - 1]
-        assert "float(loss)" in source  # blocked reading the step's loss: its all-reduce never completed
+        how = "heartbeat" if heartbeat else gloo[:1]
+        print(f"host {e.host}: {e.how} {waited:.1f} s after the kill ({how})")
+        seen = f"host {e.host}: {e.how} {waited:.1f} s after the kill\n{text[-3000:]}"
+        # Every other process ends by itself, with an error, before the launcher's grace runs out: JAX's
+        # coordination service notices the missing heartbeats (10 s timeout here) and aborts, or, sooner,
+        # a Gloo transfer with the dead host fails. The launcher only stops what is still running after that.
+        assert e.returncode != 0 and not e.stopped, seen
+        assert waited <= dead_job.grace, seen
+        assert heartbeat or gloo, seen
+        if heartbeat:
+            assert e.returncode == -signal.SIGABRT, seen
+            if e.host == 0:  # the coordinator names the dead task
+                assert f"The following tasks are unhealthy (stopped sending heartbeats):\n{KILLED_HOST}" in text
+            frames = [f for f in hosts.main_thread_stack(text) if f[0].endswith("lm.py")]
+            assert frames and frames[0][2] == "train", seen
+            source = (ROOT / "tpututor" / "lm.py").read_text().splitlines()[frames[0][1] - 1]
+            assert "float(loss)" in source  # blocked reading the step's loss: its all-reduce never completed
     before = losses(dead)
 
     _, resumed, _ = launch(trainer(bucket, "run"))
