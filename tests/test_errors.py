@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -27,6 +28,7 @@ WITH_FIX = [e for e in REPRODUCED if e.fixed]
 JAX_REPRODUCED = [e for e in REPRODUCED if e.framework == "JAX"]
 ENV = {  # where each kind of example runs: on the CPU, whatever this machine has
     "JAX": {"JAX_PLATFORMS": "cpu"},
+    "TPU runtime (libtpu)": {"JAX_PLATFORMS": "cpu"},  # the examples compile for a TPU with tpututor.aot
     "TensorFlow": {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""},
     "PyTorch/XLA": {"PJRT_DEVICE": "CPU", "TF_CPP_MIN_LOG_LEVEL": "2"},
 }
@@ -96,7 +98,7 @@ _STARTED: dict[tuple[str, str], Future] = {}
 def _start(python: str) -> None:
     if any(key[0] == python for key in _STARTED):
         return
-    frameworks = ("PyTorch/XLA", "TensorFlow", "JAX") if python == str(PYTHON) else ("JAX",)
+    frameworks = ("PyTorch/XLA", "TensorFlow", "JAX", "TPU runtime (libtpu)") if python == str(PYTHON) else ("JAX",)
     for framework in frameworks:
         for runner in dict.fromkeys(e.runner for e in REPRODUCED if e.framework == framework):
             if runner != "process":
@@ -119,6 +121,8 @@ def run(entry: errors.Entry, which: str, python: Path | str = PYTHON) -> dict:
 def _needs_this_machine(entry: errors.Entry) -> None:
     if entry.id == "jax-no-tpu-backend" and detect_accelerator().kind == "tpu":
         pytest.skip("this machine has a TPU, so asking for one does not fail here")
+    if "from tpututor import aot" in entry.example and importlib.util.find_spec("libtpu") is None:
+        pytest.skip("the TPU compiler (libtpu) is not installed here: the example compiles for a TPU with it")
 
 
 # ------------------------------------------------------------------ the entries themselves

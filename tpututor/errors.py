@@ -966,6 +966,249 @@ cloud_tpu_init.cloud_tpu_init()
                   "https://github.com/pytorch/xla/issues/6949")),
         read=READ,
     ),
+    Entry(
+        id="mosaic-acc-32bit",
+        title="`Expected matmul acc to be 32-bit`: a Pallas matmul accumulating in bf16",
+        framework="TPU runtime (libtpu)",
+        message="'tpu.matmul' op Expected matmul acc to be 32-bit",
+        cause="Mosaic, the compiler of Pallas TPU kernels, turns a `jnp.dot` in a kernel into a matrix-unit "
+              "operation, and the matrix unit accumulates in 32 bits. A dot whose `preferred_element_type` "
+              "is bfloat16 (often `acc_ref.dtype` with a bf16 scratch) asks it for a 16-bit sum; Pallas "
+              "refuses it while lowering the kernel for the TPU (JAX calls it an internal verification "
+              "error). TPU interpret mode runs such a kernel without complaint.",
+        fix="Accumulate in float32: `preferred_element_type=jnp.float32` and a float32 scratch "
+            "(`pltpu.VMEM((bm, bn), jnp.float32)`), then cast once when writing the output block. Check "
+            "a kernel with the TPU compiler before paying for a TPU: `tpututor.aot.compile` for `v5e-1`.",
+        lesson="pallas_kernels", taught="A tiled matmul: a grid, a VMEM accumulator and dimension_semantics",
+        versions=("jax 0.10.2 with libtpu 0.0.42.1",), repro="cpu", runner="process",
+        keywords=("pallas", "mosaic", "accumulator", "bf16", "tpu.matmul", "32-bit", "preferred_element_type"),
+        example="""\
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from tpututor import aot
+
+
+def kernel(x_ref, y_ref, o_ref, acc_ref):
+    acc_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=acc_ref.dtype)
+    o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+
+def matmul(x, y, acc_dtype=jnp.bfloat16):
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          scratch_shapes=[pltpu.VMEM(x.shape, acc_dtype)])(x, y)
+
+
+x = aot.abstract((256, 256), jnp.bfloat16, aot.mesh("v5e-1"))  # for a TPU v5e: nothing runs
+try:
+    aot.compile(matmul, x, x, slice="v5e-1")
+except aot.CompileError as err:
+    print(err.message)
+""",
+        fixed="""\
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from tpututor import aot
+
+
+def kernel(x_ref, y_ref, o_ref, acc_ref):
+    acc_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+    o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+
+def matmul(x, y):
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          scratch_shapes=[pltpu.VMEM(x.shape, jnp.float32)])(x, y)
+
+
+x = aot.abstract((256, 256), jnp.bfloat16, aot.mesh("v5e-1"))
+print(aot.compile(matmul, x, x, slice="v5e-1").summary())
+""",
+    ),
+    Entry(
+        id="mosaic-vmem-oom",
+        title="`Ran out of memory in memory space vmem`: a Pallas kernel's blocks do not fit VMEM",
+        framework="TPU runtime (libtpu)",
+        message="RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space vmem. "
+                "Used … of … vmem. Exceeded vmem capacity by …",
+        variants=("This allocation has 2 buffering levels",),
+        also=(("TPU, below the capacity but above the kernel's limit",
+               "RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom: … Scoped allocation with size … and "
+               "limit … exceeded scoped vmem limit by …"),),
+        cause="A Pallas kernel's pipeline holds two VMEM buffers for every blocked input and output (the "
+              "report says each window 'has 2 buffering levels'), plus its scratch. When that is more than "
+              "the TensorCore's VMEM (128 MiB on a v5e or v6e, the number after 'of') the TPU compiler "
+              "refuses the kernel. Below the capacity a kernel must still fit a default *scoped* limit: "
+              "16 MiB on a v5e, 32 MiB on a v6e, refused with `CompileTimeScopedVmemOom`.",
+        fix="Smaller blocks: VMEM is about 2 x (the input blocks + the output blocks) + scratch, so halving "
+            "a block's rows halves its share. Above the scoped limit but within VMEM, raise the limit for "
+            "that one kernel: `compiler_params=pltpu.CompilerParams(vmem_limit_bytes=...)`. "
+            "`tpututor.aot.compile` for `v5e-1` or `v6e-1` checks it here, without a TPU.",
+        lesson="pallas_kernels", taught="Honest performance: the block size on the roofline",
+        versions=("jax 0.10.2 with libtpu 0.0.42.1",), repro="cpu", runner="process",
+        keywords=("vmem", "out of memory", "block", "pallas", "resource exhausted", "kernel", "scoped",
+                  "vmem_limit_bytes", "blockspec"),
+        example="""\
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from tpututor import aot
+
+
+def copy_kernel(x_ref, o_ref):
+    pltpu.sync_copy(x_ref, o_ref)
+
+
+def copy(x, rows=2048):  # a (2048, 8192) float32 block: 64 MiB, held twice for the input and twice for the output
+    spec = pl.BlockSpec((rows, x.shape[1]), lambda i: (i, 0))
+    return pl.pallas_call(copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(x.shape[0] // rows,),
+                          in_specs=[spec], out_specs=spec)(x)
+
+
+x = aot.abstract((8192, 8192), jnp.float32, aot.mesh("v5e-1"))  # for a TPU v5e: nothing runs
+try:
+    aot.compile(copy, x, slice="v5e-1")
+except aot.CompileError as err:
+    print(err.message)
+""",
+        fixed="""\
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from tpututor import aot
+
+
+def copy_kernel(x_ref, o_ref):
+    pltpu.sync_copy(x_ref, o_ref)
+
+
+def copy(x, rows):
+    spec = pl.BlockSpec((rows, x.shape[1]), lambda i: (i, 0))
+    return pl.pallas_call(copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(x.shape[0] // rows,),
+                          in_specs=[spec], out_specs=spec)(x)
+
+
+x = aot.abstract((8192, 8192), jnp.float32, aot.mesh("v5e-1"))
+print(aot.compile(functools.partial(copy, rows=64), x, slice="v5e-1").summary())  # 2 MiB blocks: 8 MiB
+""",
+    ),
+    Entry(
+        id="tpu-hbm-oom-compile",
+        title="`Ran out of memory on HBM`: the TPU compiler refuses a program whose temporaries do not fit",
+        framework="TPU runtime (libtpu)",
+        message="RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
+                "(…) exceeds available HBM (…).",
+        cause="The TPU compiler adds up what the program needs in HBM before anything runs. Here a "
+              "temporary (a 65536 x 65536 float32 matrix, and the buffers `sort` needs beside it: 32 GiB) "
+              "is more than one chip has (15.75 GiB of a v5e's 16 GiB are available to a program), so "
+              "it refuses the program at compile time, on a TPU VM or here, compiling for one.",
+        fix="Read the program's memory before it runs: `jax.jit(f).lower(*args).compile().memory_analysis()`, "
+            "or `tpututor.aot.compile(f, ..., slice='v5e-8').summary()` without a TPU. Then shrink the "
+            "temporary: reformulate so XLA never stores it (below, a reduction the compiler fuses "
+            "instead of a sorted matrix), a smaller batch, `jax.checkpoint`, or shard the work over "
+            "more chips.",
+        lesson="training", taught="The memory budget",
+        versions=("jax 0.10.2 with libtpu 0.0.42.1",), repro="cpu", runner="process",
+        keywords=("out of memory", "hbm", "temporaries", "does not fit", "resource exhausted", "compile",
+                  "memory"),
+        example="""\
+import jax.numpy as jnp
+
+from tpututor import aot
+
+v = aot.abstract((2**16,), jnp.float32, aot.mesh("v5e-1"))  # for a TPU v5e: nothing runs
+try:
+    aot.compile(lambda v: jnp.sort(jnp.outer(v, v), axis=0)[0], v, slice="v5e-1")  # 16 GiB matrix, sorted
+except aot.CompileError as err:
+    print(err.message)
+""",
+        fixed="""\
+import jax.numpy as jnp
+
+from tpututor import aot
+
+v = aot.abstract((2**16,), jnp.float32, aot.mesh("v5e-1"))
+fused = aot.compile(lambda v: jnp.outer(v, v).min(axis=0), v, slice="v5e-1")  # the same first row
+print(fused.summary())
+assert fused.fits
+""",
+    ),
+    Entry(
+        id="mosaic-block-shape",
+        title="`last two dimensions of your block shape are divisible by 8 and 128`: a block Mosaic rejects",
+        framework="TPU runtime (libtpu)",
+        message="ValueError: The Pallas TPU lowering currently requires that the last two dimensions of your "
+                "block shape are divisible by 8 and 128 respectively, or be equal to the respective "
+                "dimensions of the overall array.",
+        cause="A TPU kernel works on (8, 128) tiles of 32-bit values: a `BlockSpec`'s last two dimensions "
+              "must be multiples of 8 and 128, or the whole array's. Pallas checks it while lowering the "
+              "kernel for the TPU, before the compiler runs; TPU interpret mode (`interpret=...`) does not, "
+              "so a kernel that runs in interpret mode can still be refused here.",
+        fix="Choose blocks whose last two dimensions are multiples of (8, 128) (16 rows for bfloat16 "
+            "fills a tile) that divide the array, or take the whole dimension; pad the array if no such "
+            "block exists. `tpututor.kernels.check_tile(shape, block)` applies the rule without JAX and "
+            "suggests blocks.",
+        lesson="pallas_kernels", taught="A first kernel: pallas_call, a grid and BlockSpecs",
+        versions=("jax 0.10.2 with libtpu 0.0.42.1",), repro="cpu", runner="process",
+        keywords=("block shape", "blockspec", "divisible", "8 and 128", "tile", "pallas", "mosaic"),
+        example="""\
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from tpututor import aot
+
+
+def add_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] + y_ref[...]
+
+
+def add(x, y, block=(4, 100)):
+    spec = pl.BlockSpec(block, lambda i, j: (i, j))
+    return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          grid=(x.shape[0] // block[0], x.shape[1] // block[1]), in_specs=[spec, spec],
+                          out_specs=spec)(x, y)
+
+
+x = aot.abstract((16, 200), jnp.float32, aot.mesh("v5e-1"))  # for a TPU v5e: nothing runs
+aot.compile(add, x, x, slice="v5e-1")
+""",
+        fixed="""\
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from tpututor import aot
+
+
+def add_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] + y_ref[...]
+
+
+def add(x, y, block):
+    spec = pl.BlockSpec(block, lambda i, j: (i, j))
+    return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          grid=(x.shape[0] // block[0], x.shape[1] // block[1]), in_specs=[spec, spec],
+                          out_specs=spec)(x, y)
+
+
+x = aot.abstract((16, 200), jnp.float32, aot.mesh("v5e-1"))
+print(aot.compile(functools.partial(add, block=(8, 200)), x, x, slice="v5e-1").summary())  # 8 rows, all 200
+""",
+    ),
     # ----------------------------------------------------------------------------------- TensorFlow
     Entry(
         id="tf-tpu-name",
