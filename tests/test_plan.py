@@ -144,6 +144,8 @@ def test_every_assumption_is_listed_with_the_result():
     (dict(chip="v9"), "unknown chip 'v9': use one of"), (dict(chip="T4"), "no bf16 peak"),
     (dict(region="mars-north1"), "choose one of those or pass price_per_chip_hour="),
     (dict(grad_bytes=-1), "non-negative number of bytes"), (dict(price_per_chip_hour=-2), "price_per_chip_hour must"),
+    (dict(params=1e30), "outside any real training run"), (dict(tokens=1e3), "a million to 10 quadrillion tokens"),
+    (dict(chips=10**7), "1 to 200,000 chips"), (dict(batch=0), "batch must be a positive whole number"),
 ])
 def test_bad_arguments_are_clear_errors_naming_the_fix(kwargs, message):
     args = dict(params=8e9, tokens=1e12, chip="v5p", chips=256, mfu=0.4)
@@ -192,6 +194,9 @@ def test_the_cli_json_reproduces_the_scaling_book_llama_run(capsys):
     (["--chip", "v9"], "unknown chip 'v9'"),
     (["--region", "mars-north1"], "no prices for region 'mars-north1'"),
     (["--optimizer-bytes", "-4"], "bytes per parameter must be a number >= 0"),
+    (["--params", "1e30"], "params = 1e+30 is outside any real training run (100 thousand to 10 trillion parameters)"),
+    (["--tokens", "1e20"], "a million to 10 quadrillion tokens"),
+    (["--chips", "10000000"], "1 to 200,000 chips"),
 ])
 def test_bad_cli_arguments_exit_2_with_the_fix(argv, message, capsys):
     base = {"--params": "8e9", "--tokens": "1e12", "--chip": "v5p", "--chips": "256"}
@@ -387,7 +392,7 @@ def test_the_compilers_long_report_and_its_short_one_are_read():
 
 @pytest.mark.parametrize("argv, message", [
     (["--layers", "2"], "--layers describe the model --compile builds: add --compile SLICE"),
-    (["--seq-len", "2048", "--vocab", "50000"], "--vocab, --seq-len describe the model"),
+    (["--seq-len", "2048", "--vocab", "50000"], "--vocab describe the model"),
     (["--compile", "v5e-8"], "--compile v5e-8 is 8 v5e chips, but the plan is for 256 v5p chips"),
     (["--compile", "v5e-6"], "not a standard v5e slice: use a power of two"),
     (["--compile", "h100-8"], "not a TPU slice the compiler knows"),
@@ -470,3 +475,37 @@ metadata={op_name="jit(train_step)/broadcast_in_dim"}
     assert "v5e-8: does NOT fit: the TPU compiler needs 17.00 GiB per chip of 16.00 GiB HBM" in out
     assert "largest allocations (the biggest buffers in the compiled program, per device):" in out
     assert "f32[4096,1024] 0.0156 GiB (broadcast_in_dim)" in out
+
+
+# ----------------------------------------------------------------- the batch: compute- or communication-bound
+
+
+def test_the_gradient_sum_threshold_on_a_full_v5p_pod_is_the_scaling_books_850_tokens_per_chip():
+    # scaling-book, training.md, "Data Parallelism": bf16 gradients over the three axes of a v5p pod, about 850
+    p = plan.plan(70e9, 15e12, "v5p", 4096, batch=1024, seq_len=4096, param_bytes=2, grad_bytes=2)
+    assert p.comm_threshold == pytest.approx(850, rel=0.05)
+    assert p.tokens_per_chip == 1024 and p.communication_bound is False
+    f32 = plan.plan(70e9, 15e12, "v5p", 4096, batch=1024, seq_len=4096)  # lesson 08's f32 gradients: twice the bytes
+    assert f32.comm_threshold == pytest.approx(2 * p.comm_threshold)
+
+
+def test_a_batch_too_small_for_its_chips_is_flagged_communication_bound_and_a_bigger_one_is_not():
+    small = plan.plan(1.2e9, 1e10, "v5e", 8, batch=16, seq_len=1024)  # 2,048 tokens per chip, lesson 08's v5e-8 run
+    assert small.communication_bound is True and small.tokens_per_chip == 2048
+    assert "WARNING  communication-bound: 2,048 tokens per chip" in small.text()
+    big = plan.plan(1.2e9, 1e10, "v5e", 8, batch=64, seq_len=1024)
+    assert big.communication_bound is False and "compute-bound" in big.text() and "WARNING" not in big.text()
+    assert plan.plan(1.2e9, 1e10, "v5e", 8).communication_bound is None  # no batch given: not asked
+    assert plan.plan(1.2e9, 1e10, "H100", 8, batch=16).communication_bound is None  # no ICI model for GPUs
+
+
+def test_the_cli_takes_the_global_batch_and_reports_it_in_json(capsys):
+    assert cli.main(["plan", "--params", "1.2e9", "--tokens", "1e10", "--chip", "v5e", "--chips", "8",
+                     "--batch", "16", "--seq-len", "1024", "--json"]) == 0
+    batch = json.loads(capsys.readouterr().out)["batch"]
+    assert batch["tokens_per_chip"] == 2048 and batch["communication_bound"] is True
+    assert batch["steps"] == pytest.approx(1e10 / (16 * 1024))
+
+
+def test_large_figures_print_in_engineering_notation():
+    assert plan.eng(1.234e13, "FLOP") == "12.3 TFLOP" and plan.eng(2048) == "2.05 k" and plan.eng(0.5) == "500 m"

@@ -6,7 +6,8 @@
     python -m tpututor chips [--json]
     python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--calls K|auto] [--json]
     python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
-    python -m tpututor plan --params 8e9 --tokens 1e12 --chip v5p --chips 256 [--mfu 0.4] [--region R] [--json]
+    python -m tpututor plan --params 8e9 --tokens 1e12 --chip v5p --chips 256 [--mfu 0.4] [--region R]
+        [--batch 512 --seq-len 4096] [--json]
     python -m tpututor plan ... --chip v5e --chips 8 --compile v5e-8 [--layers L --d-model D] [--vocab V]
                         [--seq-len S] [--batch B]   (the TPU compiler's memory per chip beside the formula's;
                         exit 1 when it does not fit, 2 where libtpu is missing)
@@ -89,6 +90,10 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--grad-bytes", type=_plan_bytes, default=4.0, help="bytes per gradient (default 4, f32)")
     pl.add_argument("--optimizer-bytes", type=_plan_bytes, default=8.0,
                     help="optimizer bytes per parameter (default 8, Adam's two f32 moments)")
+    pl.add_argument("--batch", type=_positive_int, default=None,
+                    help="sequences per step, all chips together: the plan then says whether the step is "
+                         "communication-bound (--compile builds this batch; default there one per JAX device)")
+    pl.add_argument("--seq-len", type=_positive_int, default=1024, help="tokens per sequence (default 1024)")
     pl.add_argument("--json", action="store_true", help="print a JSON document instead of text")
     co = pl.add_argument_group(
         "--compile: check the plan with the TPU compiler (libtpu; no TPU needed)",
@@ -103,9 +108,6 @@ def _parser() -> argparse.ArgumentParser:
     co.add_argument("--d-ff", type=_positive_int, default=None, help="MLP width (default 4 x d_model)")
     co.add_argument("--heads", type=_positive_int, default=None, help="attention heads (default d_model / 128)")
     co.add_argument("--vocab", type=_positive_int, default=32_000, help="vocabulary size (default 32000)")
-    co.add_argument("--seq-len", type=_positive_int, default=1024, help="tokens per sequence (default 1024)")
-    co.add_argument("--batch", type=_positive_int, default=None,
-                    help="sequences per step, all chips together (default one per JAX device)")
     co.add_argument("--remat", choices=["none", "full", "dots", "dots_all"], default="none",
                     help="rematerialisation policy of each layer, as lesson 08 (training) names them (default none)")
 
@@ -320,16 +322,15 @@ def _plan(args: argparse.Namespace) -> int:
     try:
         p = plan(args.params, args.tokens, args.chip, args.chips, args.mfu, region=args.region,
                  price_per_chip_hour=args.price, param_bytes=args.param_bytes, grad_bytes=args.grad_bytes,
-                 optimizer_bytes=args.optimizer_bytes)
+                 optimizer_bytes=args.optimizer_bytes, batch=args.batch, seq_len=args.seq_len)
     except ValueError as exc:
         print(f"python -m tpututor plan: error: {exc}", file=sys.stderr)
         return 2
-    shape = {"layers": args.layers, "d_model": args.d_model, "d_ff": args.d_ff, "heads": args.heads,
-             "batch": args.batch}
+    shape = {"layers": args.layers, "d_model": args.d_model, "d_ff": args.d_ff, "heads": args.heads}
     if args.compile is None:
         given = [f"--{k.replace('_', '-')}" for k, v in shape.items() if v is not None]
-        given += [flag for flag, v, default in (("--vocab", args.vocab, 32_000), ("--seq-len", args.seq_len, 1024),
-                                                ("--remat", args.remat, "none")) if v != default]
+        given += [flag for flag, v, default in (("--vocab", args.vocab, 32_000), ("--remat", args.remat, "none"))
+                  if v != default]
         if given:
             print(f"python -m tpututor plan: error: {', '.join(given)} describe the model --compile builds: "
                   "add --compile SLICE (e.g. --compile v5e-8)", file=sys.stderr)
@@ -340,7 +341,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     try:
         check = planner.compile_check(p, args.compile, vocab=args.vocab, seq_len=args.seq_len, remat=args.remat,
-                                      **shape)
+                                      batch=args.batch, **shape)
     except planner.CompilerUnavailable as exc:
         print(f"python -m tpututor plan: error: --compile {args.compile} needs the TPU compiler: {exc}",
               file=sys.stderr)

@@ -40,6 +40,7 @@ __all__ = [
     "Chip",
     "Slice",
     "slice_of",
+    "standard_shape",
     "CpuEstimate",
     "number",
     "data_rows",
@@ -317,6 +318,15 @@ def _torus_shape(chips: int, three_d: bool) -> tuple[int, ...] | None:
         smallest = min(dims)
         dims[max(i for i in range(3) if dims[i] == smallest)] *= 2
     return tuple(dims)
+
+
+def standard_shape(chip: str, chips: int) -> tuple[int, ...] | None:
+    """The torus Cloud TPU gives ``chips`` chips of ``chip`` (``("v5e", 8)`` -> ``(2, 4)``,
+    ``("v5p", 16)`` -> ``(2, 2, 4)``); None when that count is not a standard slice."""
+    name = lookup(chip).name
+    if name not in _TOPOLOGY_NAME:
+        return None
+    return _torus_shape(int(chips), name in _THREE_D)
 
 
 def slice_of(name: str) -> Slice:

@@ -34,7 +34,7 @@ from typing import Any, Iterable
 
 __all__ = ["Memory", "Plan", "Finding", "Forgotten", "plan", "transformer_params", "review", "forgotten",
            "STRATEGIES", "SCALING_BOOK", "CompileCheck", "CompilerUnavailable", "compile_check", "lm_shape",
-           "largest_allocations", "compiler_figures", "biggest_buffers"]
+           "largest_allocations", "compiler_figures", "biggest_buffers", "eng", "SANE"]
 
 STRATEGIES = ("DP", "FSDP")
 SCALING_BOOK = "https://github.com/jax-ml/scaling-book"
@@ -49,6 +49,29 @@ def _positive(name: str, value: Any, *, example: str, integer: bool = False) -> 
         kind = "a positive whole number" if integer else "a positive number"
         raise ValueError(f"{name} must be {kind} (for example {example}), got {value!r}")
     return float(value)
+
+
+# What a real training run can be: outside these the figures mean nothing (a typo, a unit slip).
+SANE = {"params": (1e5, 1e13, "100 thousand to 10 trillion parameters"),
+        "tokens": (1e6, 1e16, "a million to 10 quadrillion tokens"),
+        "chips": (1, 200_000, "1 to 200,000 chips")}
+
+
+def _sane(name: str, value: float) -> float:
+    low, high, words = SANE[name]
+    if not low <= value <= high:
+        raise ValueError(f"{name} = {value:.3g} is outside any real training run ({words}); "
+                         f"check the units (8e9 is 8 billion)")
+    return value
+
+
+def eng(x: float, unit: str = "") -> str:
+    """A figure in engineering notation with an SI prefix: 1.23e13 -> '12.3 T'."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g} {unit}".strip()
+    prefixes = {-3: "n", -2: "u", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T", 5: "P", 6: "E", 7: "Z", 8: "Y"}
+    k = max(-3, min(8, int(math.floor(math.log10(abs(x)) / 3))))
+    return f"{x / 10 ** (3 * k):.3g} {prefixes[k]}{unit}".strip()
 
 
 def _non_negative(name: str, value: Any) -> float:
@@ -129,6 +152,26 @@ class Plan:
     price_basis: str
     assumptions: list[str] = field(default_factory=list)
     unit: str = "chip"  # "chip" for TPUs, "GPU" for GPUs
+    batch: int | None = None  # sequences per step, all chips together (None: not asked)
+    seq_len: int | None = None
+    comm_threshold: float | None = None  # tokens per chip above which compute hides the gradient sum
+
+    @property
+    def tokens_per_chip(self) -> float | None:
+        """Tokens each chip processes per step; None without a batch."""
+        return None if self.batch is None else self.batch * self.seq_len / self.chips
+
+    @property
+    def communication_bound(self) -> bool | None:
+        """True when too few tokens per chip leave the gradient sum exposed; None when not asked or
+        not modelled (GPUs, a chip count that is not a standard torus)."""
+        if self.tokens_per_chip is None or self.comm_threshold is None:
+            return None
+        return self.tokens_per_chip < self.comm_threshold
+
+    @property
+    def steps(self) -> float | None:
+        return None if self.batch is None else self.tokens / (self.batch * self.seq_len)
 
     @property
     def flops(self) -> float:
@@ -181,6 +224,10 @@ class Plan:
             "memory_per_chip": {k: m.to_dict() for k, m in self.memory.items()},
             "flops": self.flops, "seconds": self.seconds, "hours": self.hours, "days": self.days,
             "chip_hours": self.chip_hours, "slice_name": self.slice_name,
+            "batch": None if self.batch is None else {
+                "sequences": self.batch, "seq_len": self.seq_len, "tokens_per_chip": self.tokens_per_chip,
+                "steps": self.steps, "compute_bound_above_tokens_per_chip": self.comm_threshold,
+                "communication_bound": self.communication_bound},
             "cost_usd": {"on_demand": self.cost_on_demand, "spot": self.cost_spot,
                          "price_on_demand": self.price_on_demand, "price_spot": self.price_spot,
                          "basis": self.price_basis},
@@ -216,6 +263,18 @@ class Plan:
                   f"time     {self.flops:.3g} / ({self.chips} x {self.peak_flops / 1e12:g} TFLOP/s x {self.mfu:g}) "
                   f"= {self.seconds:.3g} s = {self.hours:,.0f} h = {self.days:,.1f} days",
                   f"{unit}-hours {self.chip_hours:,.0f}"]
+        if self.batch is not None:
+            lines.append(f"batch    {self.batch} x {self.seq_len} tokens = {eng(self.batch * self.seq_len)} tokens per "
+                         f"step, {self.tokens_per_chip:,.0f} per {unit}; {eng(self.steps)} steps")
+            if self.communication_bound is None:
+                lines.append("         (no ICI model for this chip or chip count: communication not checked)")
+            elif self.communication_bound:
+                lines.append(f"WARNING  communication-bound: {self.tokens_per_chip:,.0f} tokens per {unit} is below the "
+                             f"{self.comm_threshold:,.0f} at which the backward pass hides the gradient sum; the time "
+                             "above is out of reach. Raise the batch, use fewer chips, or send bf16 gradients")
+            else:
+                lines.append(f"         compute-bound: above the {self.comm_threshold:,.0f} tokens per {unit} at which "
+                             "the backward pass hides the gradient sum")
         if self.cost_on_demand is None:
             lines.append(f"cost     {self.price_basis}")
         else:
@@ -230,7 +289,8 @@ class Plan:
 
 def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, *, region: str = "us-central1",
          price_per_chip_hour: float | None = None, param_bytes: float = 4, grad_bytes: float = 4,
-         optimizer_bytes: float = 8, hbm_bytes: float | None = None) -> Plan:
+         optimizer_bytes: float = 8, hbm_bytes: float | None = None, batch: int | None = None,
+         seq_len: int = 1024) -> Plan:
     """Memory per chip (DP and FSDP), time and cost of training ``params`` parameters on ``tokens`` tokens.
 
     ``chip`` is a chip-table name (``"v5p"``, ``"v6e"``, ``"H100"``); ``chips`` how many **chips**
@@ -239,12 +299,21 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
     use ``param_bytes=2, grad_bytes=0``. The cost uses the price table's row for ``chip`` in
     ``region`` unless ``price_per_chip_hour`` is given. ``hbm_bytes`` overrides the chip table's HBM
     (to reproduce a worked example that uses another).
+
+    With ``batch`` (sequences per step, all chips together) of ``seq_len`` tokens, the plan also
+    asks whether the step is compute bound: the gradients' all-reduce (DP) or reduce-scatter and
+    all-gathers (FSDP) hide behind the backward pass only above a number of tokens per chip (the
+    scaling book's C / W, ``tpututor.mesh.data_parallel_threshold``, for the slice's torus and
+    the gradients' bytes). Below it, :attr:`Plan.communication_bound` is True and the text warns.
     """
     from . import cost, hardware
 
-    params = _positive("params", params, example="8e9")
-    tokens = _positive("tokens", tokens, example="1e12")
-    n = int(_positive("chips", chips, example="256", integer=True))
+    params = _sane("params", _positive("params", params, example="8e9"))
+    tokens = _sane("tokens", _positive("tokens", tokens, example="1e12"))
+    n = int(_sane("chips", _positive("chips", chips, example="256", integer=True)))
+    if batch is not None:
+        batch = int(_positive("batch", batch, example="256 sequences", integer=True))
+        seq_len = int(_positive("seq_len", seq_len, example="2048", integer=True))
     if not (isinstance(mfu, (int, float)) and not isinstance(mfu, bool) and 0 < mfu <= 1):
         raise ValueError(f"mfu must be a fraction in (0, 1], for example 0.4 for 40%, got {mfu!r}")
     found = hardware.find(chip) if isinstance(chip, str) else None
@@ -307,8 +376,30 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
                               if cost.slice_name(found.name, n) else "in its own way")
                            + "; you need Cloud TPU quota for them (per project, region and version; on-demand "
                            "and preemptible/spot counted apart: https://cloud.google.com/tpu/docs/quota)")
+    threshold, torus = None, None
+    if batch is not None and found.kind == "tpu" and found.ici_link_bandwidth:
+        threshold, torus = _communication_threshold(found, n, gb if gb > 0 else pb or 2)
+        if threshold is not None:
+            assumptions.append(
+                f"communication: the gradients ({gb if gb > 0 else pb or 2:g} bytes each) are summed over all {n} chips "
+                f"({'x'.join(map(str, torus))} torus) while the backward pass runs; compute hides that above "
+                f"{threshold:,.0f} tokens per chip (the scaling book's C / W, training.md, 'Data Parallelism'; "
+                "FSDP's all-gathers and reduce-scatter carry the same bytes per FLOP in each pass, so the same threshold). Latency, overlap limits and "
+                "the other axes' traffic are not counted")
     return Plan(params, tokens, found.name, found.label, n, float(mfu), region, found.peak_flops, memory,
-                price_od, cost_spot, basis, assumptions, unit)
+                price_od, cost_spot, basis, assumptions, unit, batch, seq_len if batch is not None else None,
+                threshold)
+
+
+def _communication_threshold(chip: Any, chips: int, grad_bytes: float) -> tuple[float | None, tuple[int, ...] | None]:
+    """Tokens per chip above which the gradient sum hides behind compute, on the standard torus of
+    ``chips`` chips; (None, None) when the chip table has no torus of that many chips."""
+    from . import hardware, mesh
+
+    shape = hardware.standard_shape(chip.name, chips)
+    if shape is None:
+        return None, None
+    return mesh.data_parallel_threshold(chip, shape, wraparound=chip.wraparound(shape), grad_bytes=grad_bytes), shape
 
 
 # ----------------------------------------------------------------- reviewing a request
