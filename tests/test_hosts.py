@@ -62,6 +62,9 @@ def test_each_host_gets_the_variables_jax_reads_and_short_timeouts():
     assert hosts.initialize_options(env) == {"heartbeat_timeout_seconds": 7, "initialization_timeout": 30,
                                              "shutdown_timeout_seconds": 30}
     assert hosts.initialize_options({}) == {}  # on a TPU slice: JAX's own defaults
+    older_jax = ("coordinator_address", "initialization_timeout", "heartbeat_timeout_seconds")  # 0.7.2: no shutdown
+    assert hosts.initialize_options(env, accepted=older_jax) == {"heartbeat_timeout_seconds": 7,
+                                                                 "initialization_timeout": 30}
     with pytest.raises(ValueError, match="not one of 0..3"):
         hosts.host_env(4, 4, 1)
 

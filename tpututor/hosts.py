@@ -52,7 +52,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator, Mapping, NamedTuple, Sequence, TextIO
+from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence, TextIO
 
 __all__ = ["Job", "Line", "HostExit", "Result", "host_env", "initialize_options", "free_port", "leftovers",
            "main_thread_stack",
@@ -73,11 +73,16 @@ _DIE_WITH_PARENT = ("import ctypes, os, sys\n"
                     "os.execvp(sys.argv[2], sys.argv[2:])")
 
 
-def initialize_options(environ: Mapping[str, str] | None = None) -> dict[str, int]:
+def initialize_options(environ: Mapping[str, str] | None = None,
+                       accepted: Iterable[str] | None = None) -> dict[str, int]:
     """The keyword arguments for ``jax.distributed.initialize()`` that the launcher's timeout variables
-    ask for (:data:`TIMEOUT_ENV`); empty on a TPU slice, where JAX's defaults apply."""
+    ask for (:data:`TIMEOUT_ENV`); empty on a TPU slice, where JAX's defaults apply. ``accepted``
+    (``inspect.signature(jax.distributed.initialize).parameters``) drops those the running JAX does
+    not take: JAX 0.7.2, Colab's, has no ``shutdown_timeout_seconds``."""
     environ = os.environ if environ is None else environ
-    return {arg: int(environ[var]) for var, arg in TIMEOUT_ENV.items() if environ.get(var)}
+    names = None if accepted is None else set(accepted)
+    return {arg: int(environ[var]) for var, arg in TIMEOUT_ENV.items()
+            if environ.get(var) and (names is None or arg in names)}
 
 
 def free_port(host: str = "127.0.0.1") -> int:

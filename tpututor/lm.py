@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import inspect
 import json
 import os
 import re
@@ -928,7 +929,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.distributed:
         from . import hosts
 
-        jax.distributed.initialize(**hosts.initialize_options())  # + the launcher's short timeouts, if any
+        options = hosts.initialize_options(accepted=inspect.signature(jax.distributed.initialize).parameters)
+        jax.distributed.initialize(**options)  # + the launcher's short timeouts, if any
         print(json.dumps({"process": jax.process_index(), "processes": jax.process_count(),
                           "devices": jax.device_count(), "local_devices": jax.local_device_count()}), flush=True)
     cfg = Config.from_dict(json.loads(args.config)) if args.config else PROFILES[args.profile]
