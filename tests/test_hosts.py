@@ -134,7 +134,7 @@ def test_the_cli_prefixes_lines_returns_the_status_and_stops_hosts_on_ctrl_c():
     assert bad.returncode == 2 and "no command to launch" in bad.stderr
 
     launcher = subprocess.Popen([PYTHON, "-m", "tpututor", "launch", "--hosts", "2", "--", PYTHON, "-c",
-                                 "import os, time; print('pid', os.getpid(), flush=True); time.sleep(60)"],
+                                 "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     pids = []
     try:
@@ -144,7 +144,9 @@ def test_the_cli_prefixes_lines_returns_the_status_and_stops_hosts_on_ctrl_c():
             if len(pids) == 2:
                 break
         launcher.send_signal(signal.SIGINT)  # Ctrl-C
-        assert launcher.wait(timeout=30) == 130
+        # The hosts would sleep for ten minutes: only the launcher's own stop ends them. Stopping takes
+        # up to 5 s of grace plus thread joins; a loaded CI machine needed more than 30 s once.
+        assert launcher.wait(timeout=120) == 130
     finally:
         launcher.kill()
     assert gone(pids)
