@@ -92,3 +92,45 @@ def test_sharding_rules_name_mesh_axes_for_every_weight_and_the_layer_axis():
     assert tuple(specs["layers"]["mlp"]["up"]["kernel"]) == (None, "fsdp", "tensor")  # (layers, embed, mlp)
     assert tuple(specs["layers"]["attn"]["k"]["kernel"]) == (None, "fsdp", None)  # kv_heads: not in the rules
     assert tuple(specs["embed"]["embedding"]) == (None, "fsdp")
+
+
+def test_the_layer_scan_saves_activations_for_the_backward_pass_not_copies_of_the_weights():
+    import jax
+
+    cfg = llama.Config(vocab=97, d_model=40, n_layers=3, n_heads=4, n_kv_heads=2, head_dim=12, d_ff=56)
+    model = llama.Llama(cfg, nnx.Rngs(0))
+    graph, state = nnx.split(model)
+    jaxpr = jax.make_jaxpr(jax.grad(lambda s, t: nnx.merge(graph, s)(t).mean()))(state, jnp.zeros((2, 7), jnp.int32))
+    scans = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
+    assert len(scans) == 2, "one scan forward, one backward"
+    stacked = {tuple(x.shape) for x in __import__("jax").tree.leaves(nnx.state(model.layers))}
+    residuals = [tuple(v.aval.shape) for v in scans[0].outvars[1:]]
+    assert residuals and not set(residuals) & stacked, f"the forward scan hands back weights: {residuals}"
+
+
+@pytest.mark.slow
+def test_keeping_activations_split_by_batch_shrinks_an_fsdp_steps_memory():
+    import jax
+    import optax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()[:8]), ("fsdp",))
+    cfg = llama.Config(vocab=128, d_model=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, d_ff=256,
+                       dtype="bfloat16")
+    graph, state = nnx.split(nnx.eval_shape(lambda: llama.Llama(cfg, nnx.Rngs(0))))
+    rules = {"embed": "fsdp"}
+    specs = llama.logical_to_mesh(nnx.merge(graph, state), rules)
+    placed = jax.tree.map(lambda v, s: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=NamedSharding(mesh, s)),
+                          state, specs, is_leaf=lambda x: isinstance(x, nnx.Variable))
+    rows = NamedSharding(mesh, PartitionSpec("fsdp"))
+    tokens = jax.ShapeDtypeStruct((8, 129), jnp.int32, sharding=rows)
+
+    def temporaries(activations):
+        def loss(s, t):
+            logits = nnx.merge(graph, s)(t[:, :-1], activations=activations).astype(jnp.float32)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, t[:, 1:]).mean()
+
+        grads = jax.jit(jax.grad(loss, allow_int=True)).lower(placed, tokens).compile()
+        return grads.memory_analysis().temp_size_in_bytes
+
+    assert temporaries(rows) < 0.5 * temporaries(None)

@@ -1,8 +1,8 @@
 """Models a learner brings: small, readable files, framework imports at their top.
 
 * :mod:`tpututor.models.llama`: the Llama family (Llama 2 and 3, Qwen2, Gemma) in Flax NNX: RMSNorm,
-  RoPE, grouped-query attention, a gated MLP, layers under ``nnx.scan`` with a remat policy, every
-  weight named by logical axes for sharding rules.
+  RoPE, grouped-query attention, a gated MLP, stacked layers under ``jax.lax.scan`` with a remat
+  policy, every weight named by logical axes for sharding rules.
 * :mod:`tpututor.models.checkpoint`: Hugging Face ``save_pretrained`` directories (``config.json`` and
   safetensors) in and out of that model.
 

@@ -17,7 +17,7 @@ PyTorch-named tensors. Reading one into the NNX model is a name map and a transp
 
 PyTorch's ``nn.Linear`` stores (out, in) and computes ``x @ W.T``; Flax stores (in, out) and computes
 ``x @ W``: hence the transposes. The layers' tensors are stacked along a new first axis, the
-layer axis ``nnx.scan`` runs over. RoPE needs no conversion: the model rotates a head's first half
+layer axis the scan runs over. RoPE needs no conversion: the model rotates a head's first half
 against its second half, the layout Hugging Face's checkpoints are written in.
 """
 

@@ -3,7 +3,7 @@
 A decoder-only Transformer, as Hugging Face's ``LlamaForCausalLM`` computes it::
 
     x = embed(tokens)                       (Gemma: times sqrt(d_model))
-    for each layer:                         (the layers are stacked and run under nnx.scan)
+    for each layer:                         (the layers are stacked and run under jax.lax.scan)
         x = x + attention(rms_norm(x))      RoPE on q and k; n_kv_heads < n_heads shares K/V (GQA)
         x = x + mlp(rms_norm(x))            down(act(gate(x)) * up(x)): SwiGLU (Gemma: tanh-GELU)
     logits = lm_head(rms_norm(x))           (tied to the embedding where the checkpoint says so)
@@ -146,10 +146,13 @@ def _rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     return x * cos + jnp.concatenate([-second, first], axis=-1) * sin
 
 
-def _linear(rngs: nnx.Rngs, d_in: int, d_out: int, axes: tuple[str | None, str | None], bias: bool = False):
+def _linear(rngs: nnx.Rngs, d_in: int, d_out: int, axes: tuple[str | None, str | None], bias: bool = False,
+            dtype: str = "float32"):
+    """A Linear whose weights are float32 and whose matmul runs in ``dtype`` (bfloat16: mixed precision)."""
     init = nnx.with_metadata(nnx.initializers.lecun_normal(), logical_axes=axes)
     bias_init = nnx.with_metadata(nnx.initializers.zeros_init(), logical_axes=(axes[1],))
-    return nnx.Linear(d_in, d_out, use_bias=bias, kernel_init=init, bias_init=bias_init, rngs=rngs)
+    return nnx.Linear(d_in, d_out, use_bias=bias, kernel_init=init, bias_init=bias_init, dtype=jnp.dtype(dtype),
+                      rngs=rngs)
 
 
 class RMSNorm(nnx.Module):
@@ -171,10 +174,10 @@ class Attention(nnx.Module):
 
     def __init__(self, cfg: Config, rngs: nnx.Rngs):
         d, h = cfg.d_model, cfg.head_dim
-        self.q = _linear(rngs, d, cfg.n_heads * h, ("embed", "heads"), cfg.qkv_bias)
-        self.k = _linear(rngs, d, cfg.n_kv_heads * h, ("embed", "kv_heads"), cfg.qkv_bias)
-        self.v = _linear(rngs, d, cfg.n_kv_heads * h, ("embed", "kv_heads"), cfg.qkv_bias)
-        self.o = _linear(rngs, cfg.n_heads * h, d, ("heads", "embed"))
+        self.q = _linear(rngs, d, cfg.n_heads * h, ("embed", "heads"), cfg.qkv_bias, cfg.dtype)
+        self.k = _linear(rngs, d, cfg.n_kv_heads * h, ("embed", "kv_heads"), cfg.qkv_bias, cfg.dtype)
+        self.v = _linear(rngs, d, cfg.n_kv_heads * h, ("embed", "kv_heads"), cfg.qkv_bias, cfg.dtype)
+        self.o = _linear(rngs, cfg.n_heads * h, d, ("heads", "embed"), dtype=cfg.dtype)
         self.cfg = cfg
 
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
@@ -191,9 +194,9 @@ class MLP(nnx.Module):
     """down(act(gate(x)) * up(x)): SwiGLU (SiLU), or tanh-GELU for Gemma."""
 
     def __init__(self, cfg: Config, rngs: nnx.Rngs):
-        self.gate = _linear(rngs, cfg.d_model, cfg.d_ff, ("embed", "mlp"))
-        self.up = _linear(rngs, cfg.d_model, cfg.d_ff, ("embed", "mlp"))
-        self.down = _linear(rngs, cfg.d_ff, cfg.d_model, ("mlp", "embed"))
+        self.gate = _linear(rngs, cfg.d_model, cfg.d_ff, ("embed", "mlp"), dtype=cfg.dtype)
+        self.up = _linear(rngs, cfg.d_model, cfg.d_ff, ("embed", "mlp"), dtype=cfg.dtype)
+        self.down = _linear(rngs, cfg.d_ff, cfg.d_model, ("mlp", "embed"), dtype=cfg.dtype)
         self.gemma = cfg.gemma
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -232,24 +235,39 @@ class Llama(nnx.Module):
 
         self.layers = stacked(rngs)  # every weight gains a leading axis of n_layers
         self.norm = RMSNorm(cfg.d_model, cfg.eps, cfg.gemma)
-        self.lm_head = None if cfg.tie_embeddings else _linear(rngs, cfg.d_model, cfg.vocab, ("embed", "vocab"))
+        self.lm_head = None if cfg.tie_embeddings else _linear(rngs, cfg.d_model, cfg.vocab, ("embed", "vocab"),
+                                                                dtype=cfg.dtype)
 
-    def __call__(self, tokens: jax.Array) -> jax.Array:
+    def __call__(self, tokens: jax.Array, *, activations: Any = None) -> jax.Array:
+        """``activations``: where the residual stream (batch, time, d_model) lives between layers, a
+        ``Sharding`` such as ``NamedSharding(mesh, P("fsdp"))`` (split by batch). None leaves it to the
+        compiler, which may follow the weights' sharding instead (under FSDP: split along d_model, every
+        device holding the whole batch, and the activations saved for the backward pass with it)."""
         cfg = self.cfg
         dtype = jnp.dtype(cfg.dtype)
-        x = self.embed(tokens).astype(dtype)
+
+        def keep(x: jax.Array) -> jax.Array:
+            return x if activations is None else jax.lax.with_sharding_constraint(x, activations)
+
+        x = keep(self.embed(tokens).astype(dtype))
         if cfg.gemma:
             x = x * jnp.asarray(math.sqrt(cfg.d_model), dtype)
         angles = jnp.arange(tokens.shape[1], dtype=jnp.float32)[:, None] * rope_frequencies(cfg)[None, :]
         angles = jnp.concatenate([angles, angles], axis=-1)[None, :, None, :]  # (1, time, 1, head_dim)
         cos, sin = jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
 
-        def layer(x: jax.Array, block: Block) -> jax.Array:
-            return block(x, cos, sin)
+        # The layers' weights are stacked (a leading axis of n_layers): scan over them as plain arrays, one
+        # layer's slice per step. (nnx.scan would also hand each layer's state back out of the loop, and
+        # autodiff then keeps a copy of every weight for the backward pass: sharded for FSDP, the compiler
+        # keeps those copies gathered, a whole layer's weights per layer.)
+        block_def, stacked = nnx.split(self.layers)
+
+        def layer(x: jax.Array, weights) -> tuple[jax.Array, None]:
+            return keep(nnx.merge(block_def, weights)(x, cos, sin)), None
 
         if cfg.remat:  # keep only what a matmul without batch dimensions produced; recompute the rest
-            layer = nnx.remat(layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
-        x = nnx.scan(layer, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)(x, self.layers)
+            layer = jax.checkpoint(layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+        x, _ = jax.lax.scan(layer, x, stacked)
         x = self.norm(x)
         if self.lm_head is None:
             return x @ self.embed.embedding[...].astype(dtype).T
