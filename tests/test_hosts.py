@@ -133,16 +133,8 @@ def test_the_cli_prefixes_lines_returns_the_status_and_stops_hosts_on_ctrl_c():
                          timeout=60, cwd=ROOT)
     assert bad.returncode == 2 and "no command to launch" in bad.stderr
 
-    launcher = subprocess.Popen([PYTHON, "-m", "tpututor", "launch", "--hosts", "2", "--", PYTHON, "-c",
-                                 "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    pids = []
+    launcher, pids = _sleeping_hosts()
     try:
-        for line in launcher.stdout:
-            if " pid " in line:
-                pids.append(int(line.split()[-1]))
-            if len(pids) == 2:
-                break
         launcher.send_signal(signal.SIGINT)  # Ctrl-C
         # The hosts would sleep for ten minutes: only the launcher's own stop ends them. Stopping takes
         # up to 5 s of grace plus thread joins; a loaded CI machine needed more than 30 s once.
@@ -153,20 +145,33 @@ def test_the_cli_prefixes_lines_returns_the_status_and_stops_hosts_on_ctrl_c():
 
 
 def test_hosts_die_with_a_launcher_killed_by_sigkill():
-    launcher = subprocess.Popen([PYTHON, "-m", "tpututor", "launch", "--hosts", "2", "--", PYTHON, "-c",
-                                 "import os, time; print('pid', os.getpid(), flush=True); time.sleep(60)"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
-    pids = []
+    launcher, pids = _sleeping_hosts()
     try:
-        for line in launcher.stdout:
-            pids.append(int(line.split()[-1]))
-            if len(pids) == 2:
-                break
         launcher.kill()  # no chance to clean up: the kernel ends the hosts (PR_SET_PDEATHSIG)
         launcher.wait()
     finally:
         launcher.kill()
     assert gone(pids)
+
+
+def _sleeping_hosts() -> tuple[subprocess.Popen, list[int]]:
+    """`python -m tpututor launch --hosts 2` over hosts that sleep ten minutes, once both have
+    printed their pids: only something done to the launcher can end them in time."""
+    launcher = subprocess.Popen([PYTHON, "-m", "tpututor", "launch", "--hosts", "2", "--", PYTHON, "-c",
+                                 "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    pids: list[int] = []
+    try:
+        for line in launcher.stdout:
+            if " pid " in line:
+                pids.append(int(line.split()[-1]))
+            if len(pids) == 2:
+                return launcher, pids
+    except BaseException:
+        launcher.kill()
+        raise
+    launcher.kill()
+    raise AssertionError(f"the launcher ended before both hosts started (pids seen: {pids})")
 
 
 def test_the_stack_a_fatal_signal_prints_names_the_blocked_call():

@@ -24,6 +24,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``lm``: the training lesson's language model (Flax NNX), grain pipeline, sharding rules, Orbax checkpoints
 - ``hosts``: several JAX hosts on one machine, started as a TPU slice's ``--worker=all`` would (``python -m tpututor launch``)
 - ``tblog``: TensorBoard scalars (event files) written and read without TensorFlow
+- ``protowire``: the protocol-buffer wire format read and written with the standard library (``tblog``, ``profile``)
 - ``mfu``: model FLOPs per training step (MaxText's count) and MFU against a chip's peak
 - ``decode``: serving the trained language model: a KV cache, continuous batching, int8, paged attention, host offload, a local endpoint
 - ``profile``: read profiler traces in a notebook; XProf on 127.0.0.1

@@ -39,6 +39,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import hlo
 from .hardware import Slice, slice_of
+from .runtime import dist_version
 
 __all__ = ["available", "topology", "mesh", "abstract", "compile", "Compiled", "CompileError", "gib"]
 
@@ -81,20 +82,11 @@ def available() -> str | None:
         return "compiling a small program for a TPU took over 180 s here: the TPU compiler cells are skipped"
     if done.returncode != 0:
         tail = [ln for ln in done.stderr.splitlines() if ln.strip() and "RAW:" not in ln][-1:] or [""]
-        libtpu = _version("libtpu")
+        libtpu = dist_version("libtpu") or "?"
         return (f"JAX {jax.__version__} with libtpu {libtpu} cannot compile for a TPU here (a test compile "
                 f"{'crashed, signal ' + str(-done.returncode) if done.returncode < 0 else 'exited ' + str(done.returncode)}"
                 f"{': ' + tail[0][:200] if tail[0] else ''}); JAX 0.8 or later with its own libtpu can")
     return None
-
-
-def _version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "?"
 
 
 def probe() -> None:

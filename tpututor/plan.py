@@ -788,6 +788,7 @@ def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_mode
     for a slice that is not the plan's chips or a shape the mesh cannot split.
     """
     from . import hardware, lm
+    from .runtime import dist_version
 
     spec = hardware.slice_of(slice_name)
     if p.unit != "chip" or spec.chip.name != p.chip or spec.chips != p.chips:
@@ -848,7 +849,7 @@ def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_mode
     state = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, state_sh)
     tokens = jax.ShapeDtypeStruct((batch, seq_len), jnp.int32, sharding=lm.batch_sharding(mesh))
     step = lm.make_train_step(cfg, tx, mesh, remat=remat, abstract=abstract)
-    compiler = f"libtpu {_package_version('libtpu')}, JAX {jax.__version__}"
+    compiler = f"libtpu {dist_version('libtpu') or '?'}, JAX {jax.__version__}"
     common = dict(slice_name=slice_name, describe=spec.describe(), per=per, model=cfg.to_dict(), model_params=n,
                   batch=batch, remat=remat, formula_bytes=formula_bytes, hbm_bytes=hbm, compiler=compiler,
                   assumptions=assumptions)
@@ -899,12 +900,3 @@ def _largest_without_a_list(state, lowered, devices: int, top: int = 4) -> list[
     for shape, size, what in biggest_buffers(lowered.as_text(dialect="hlo"), top, arguments=False):
         lines.append(f"program {shape} ({what}) = {gib_text(size)} GiB whole, before splitting over {devices}")
     return lines
-
-
-def _package_version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "?"

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from . import protowire
+
 __all__ = ["Event", "Trace", "StepBreakdown", "INPUT", "HOST_WAIT", "KINDS", "VARIANTS", "latest_run", "load", "top_ops", "steps",
            "overall", "step_table", "op_table", "time_in", "overlap", "host_waits", "plot_timeline", "compare",
            "sample", "Allocation", "MemoryProfile", "read_memory_profile", "memory_table", "listening_addresses",
@@ -652,48 +654,9 @@ class MemoryProfile:
         return sum(a.bytes for a in self.allocations if a.kind == kind)
 
 
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        if i >= len(buf):
-            raise ValueError("truncated protobuf varint")
-        byte = buf[i]
-        i += 1
-        out |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return out, i
-
-
-def _fields(buf: bytes):
-    """(field number, value) of each field of a protobuf message: ints for varints, bytes otherwise."""
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _varint(buf, i)
-        elif wire == 2:
-            size, i = _varint(buf, i)
-            value, i = buf[i:i + size], i + size
-        elif wire == 1:
-            value, i = buf[i:i + 8], i + 8
-        elif wire == 5:
-            value, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield number, value
-
-
-def _packed(value) -> list[int]:
-    """A repeated integer field: packed (bytes of varints) or a single varint."""
-    if isinstance(value, int):
-        return [value]
-    out, i = [], 0
-    while i < len(value):
-        v, i = _varint(value, i)
-        out.append(v)
-    return out
+def _fields_of(buf: bytes):
+    """(field number, value) of each field of a protobuf message, wire types dropped."""
+    return ((number, value) for number, _, value in protowire.fields(buf))
 
 
 def read_memory_profile(source: str | os.PathLike | bytes) -> MemoryProfile:
@@ -707,34 +670,34 @@ def read_memory_profile(source: str | os.PathLike | bytes) -> MemoryProfile:
     try:
         data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
         top: dict[int, list] = {}
-        for number, value in _fields(data):
+        for number, value in _fields_of(data):
             top.setdefault(number, []).append(value)
         strings = [s.decode("utf-8", "replace") for s in top.get(6, [])]
         functions, locations = {}, {}
         for msg in top.get(5, []):
-            f = dict(_fields(msg))
+            f = dict(_fields_of(msg))
             functions[f.get(1, 0)] = (strings[f.get(2, 0)], strings[f.get(4, 0)])
         for msg in top.get(4, []):
             loc_id, frames = 0, []
-            for number, value in _fields(msg):
+            for number, value in _fields_of(msg):
                 if number == 1:
                     loc_id = value
                 elif number == 4:
-                    line = dict(_fields(value))
+                    line = dict(_fields_of(value))
                     name, file = functions.get(line.get(1, 0), ("?", "?"))
                     frames.append(f"{name} ({file}:{line.get(2, 0)})")
             locations[loc_id] = frames
-        types = [(strings[t.get(1, 0)], strings[t.get(2, 0)]) for t in (dict(_fields(m)) for m in top.get(1, []))]
+        types = [(strings[t.get(1, 0)], strings[t.get(2, 0)]) for t in (dict(_fields_of(m)) for m in top.get(1, []))]
         allocations = []
         for msg in top.get(2, []):
             loc_ids, values, labels = [], [], {}
-            for number, value in _fields(msg):
+            for number, value in _fields_of(msg):
                 if number == 1:
-                    loc_ids += _packed(value)
+                    loc_ids += protowire.packed(value)
                 elif number == 2:
-                    values += _packed(value)
+                    values += protowire.packed(value)
                 elif number == 3:
-                    label = dict(_fields(value))
+                    label = dict(_fields_of(value))
                     labels[strings[label.get(1, 0)]] = strings[label.get(2, 0)]
             by_type = dict(zip((t for t, _ in types), values))
             stack = tuple(frame for i in loc_ids for frame in locations.get(i, []))

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from .protowire import bytes_field, field, fields, varint
+
 __all__ = ["Writer", "read", "events", "event_files"]
 
 
@@ -66,69 +68,18 @@ def _record(data: bytes) -> bytes:
     return length + struct.pack("<I", _masked(length)) + data + struct.pack("<I", _masked(data))
 
 
-# --------------------------------------------------------------------------- protobuf wire format
-
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, wire: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | wire) + payload
-
-
-def _bytes_field(number: int, data: bytes) -> bytes:
-    return _field(number, 2, _varint(len(data)) + data)
-
-
 def _event(wall_time: float, step: int = 0, *, file_version: str | None = None,
            scalars: Mapping[str, float] | None = None) -> bytes:
     """Event{wall_time=1 (double), step=2 (int64), file_version=3 (string), summary=5 (Summary)};
     Summary{value=1 (repeated Value)}; Value{tag=1 (string), simple_value=2 (float)}."""
-    out = _field(1, 1, struct.pack("<d", wall_time)) + _field(2, 0, _varint(step))
+    out = field(1, 1, struct.pack("<d", wall_time)) + field(2, 0, varint(step))
     if file_version is not None:
-        out += _bytes_field(3, file_version.encode())
+        out += bytes_field(3, file_version.encode())
     if scalars:
-        values = b"".join(_bytes_field(1, _bytes_field(1, tag.encode()) + _field(2, 5, struct.pack("<f", float(v))))
+        values = b"".join(bytes_field(1, bytes_field(1, tag.encode()) + field(2, 5, struct.pack("<f", float(v))))
                           for tag, v in scalars.items())
-        out += _bytes_field(5, values)
+        out += bytes_field(5, values)
     return out
-
-
-def _parse(data: bytes) -> Iterator[tuple[int, int, bytes | int | float]]:
-    """(field number, wire type, value) for each field of one protobuf message."""
-    i = 0
-    while i < len(data):
-        key, i = _read_varint(data, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _read_varint(data, i)
-        elif wire == 1:
-            value, i = struct.unpack_from("<d", data, i)[0], i + 8
-        elif wire == 2:
-            n, i = _read_varint(data, i)
-            value, i = data[i:i + n], i + n
-        elif wire == 5:
-            value, i = struct.unpack_from("<f", data, i)[0], i + 4
-        else:
-            raise ValueError(f"unexpected protobuf wire type {wire}")
-        yield number, wire, value
-
-
-def _read_varint(data: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = data[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return result, i
 
 
 # --------------------------------------------------------------------------- writing and reading
@@ -191,20 +142,20 @@ def events(path: str | os.PathLike) -> Iterator[dict]:
             return
         i += 16 + length
         event: dict = {"wall_time": 0.0, "step": 0}
-        for number, _, value in _parse(body):
+        for number, _, value in fields(body):
             if number == 1:
-                event["wall_time"] = value
+                event["wall_time"] = struct.unpack("<d", value)[0]
             elif number == 2:
                 event["step"] = value
             elif number == 3:
                 event["file_version"] = value.decode()
             elif number == 5:
                 scalars = {}
-                for vnum, _, v in _parse(value):
+                for vnum, _, v in fields(value):
                     if vnum == 1:
-                        fields = {n: x for n, _, x in _parse(v)}
-                        if 1 in fields and 2 in fields:
-                            scalars[fields[1].decode()] = fields[2]
+                        tag_value = {n: x for n, _, x in fields(v)}
+                        if 1 in tag_value and 2 in tag_value:
+                            scalars[tag_value[1].decode()] = struct.unpack("<f", tag_value[2])[0]
                 event["scalars"] = scalars
         yield event
 
