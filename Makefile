@@ -13,6 +13,8 @@
 #                   PyTorch/XLA 2.9; ci profile); make colab-jax is the same
 #   make system     Debian packages the browser test needs (Chromium, a Korean font), when run as root
 #   make device-bundle / device-rehearsal   prepare the GPU machine's run, and rehearse it here
+#   make maxtext-run  the lesson's tiny Llama through MaxText on the CPU (own Python 3.12 venv), recorded in
+#                   docs/artifacts/maxtext-cpu-run.json and .log for lesson 13; not part of make test
 
 # constraints.txt was locked for this Python; another one resolves other wheels, or none.
 LOCK_PYTHON := 3.11
@@ -31,7 +33,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 TEST_RUN := build/test-run
 
 .PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab colab-jax system release python-check \
-        device-bundle device-rehearsal site translations
+        device-bundle device-rehearsal site translations maxtext-run
 
 python-check:
 	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
@@ -61,8 +63,13 @@ run: $(STAMP)
 	$(PY) -m tpututor run --profile $(PROFILE) --out build
 
 # Each lesson is executed once, into $(TEST_RUN); the stable-output and student checks read those.
-test: $(STAMP) $(COLAB_STAMP) system
-	TPUTUTOR_PROFILE=ci TPUTUTOR_TEST_RUN=$(TEST_RUN) TPUTUTOR_STRICT_SKIPS=1 $(PY) -m pytest
+# JOBS lessons run at a time, beside the unit tests (tests/conftest.py): on 2 cores every lesson's
+# timing asserts then hold with the other core busy, and the lessons overlap the unit tests.
+JOBS ?= 2
+# The two environments and the Debian packages are installed side by side first (downloads overlap).
+test:
+	@$(MAKE) --no-print-directory -j3 $(STAMP) $(COLAB_STAMP) system
+	TPUTUTOR_PROFILE=ci TPUTUTOR_TEST_RUN=$(TEST_RUN) TPUTUTOR_STRICT_SKIPS=1 TPUTUTOR_TEST_JOBS=$(JOBS) $(PY) -m pytest
 
 test-fast: $(STAMP)
 	TPUTUTOR_PROFILE=ci $(PY) -m pytest -m "not lessons and not slow"
@@ -76,16 +83,16 @@ test-fast: $(STAMP)
 COLAB_PY_BIN ?= $(shell for p in $$(command -v python3.13) $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
                    "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null && { echo "$$p"; break; }; done)
 COLAB_SKIPS  := 05_tf_tpustrategy
-$(COLAB_STAMP): tpututor/course/fakes.py tpututor/launch.py | $(STAMP)
+$(COLAB_STAMP): tpututor/course/fakes.py tpututor/launch.py
 	@test -n "$(COLAB_PY_BIN)" || { echo "tpututor: Colab's TPU runtime is Python 3.13: install python3.13 (or run make COLAB_PY_BIN=/path/to/python3.13)" >&2; exit 1; }
 	@test -x $(COLAB_VENV)/bin/python || $(COLAB_PY_BIN) -m venv $(COLAB_VENV)
-	$(PY) -c "from tpututor.course.fakes import colab_requirements as r; print('\n'.join(r()))" > $(COLAB_VENV)/colab.txt
+	$(COLAB_VENV)/bin/python -c "import sys; sys.path.insert(0, '.'); from tpututor.course.fakes import colab_requirements as r; print('\n'.join(r()))" > $(COLAB_VENV)/colab.txt
 	$(COLAB_VENV)/bin/pip install --quiet --no-cache-dir -r $(COLAB_VENV)/colab.txt papermill ipykernel matplotlib tqdm pyyaml
 	$(COLAB_VENV)/bin/pip install --quiet --no-deps -e .
 	@touch $@
 
 colab: $(COLAB_STAMP)
-	$(COLAB_VENV)/bin/python -m tpututor run --profile ci --out build/colab --no-html --allow-skip $(COLAB_SKIPS)
+	$(COLAB_VENV)/bin/python -m tpututor run --profile ci --out build/colab --no-html --jobs $(JOBS) --allow-skip $(COLAB_SKIPS)
 
 colab-jax: colab  # the name it had when only the JAX lessons ran there
 
@@ -102,6 +109,23 @@ device-rehearsal: $(DEVICE_BUNDLE)
 	@test -x $(DEVICE_VENV)/bin/python || $$($(PY) -c "from tpututor.course.device import python312; print(python312())") -m venv $(DEVICE_VENV)
 	$(DEVICE_VENV)/bin/pip install --quiet --no-cache-dir $$($(PY) -c "from tpututor.course.device import IMAGE; print(' '.join(IMAGE))")
 	$(DEVICE_VENV)/bin/python -m tpututor.course device check --bundle build/device-bundle --out build/device-rehearsal --profile ci
+
+# MaxText, for lesson 13's stack table (not part of make test): maxtext 0.2.5 needs Python 3.12 and a
+# newer JAX than constraints.txt, so it gets its own venv, pinned by binder/maxtext-requirements.txt
+# (about 1.4 GB). The run converts the lesson's tiny Llama to a MaxText checkpoint and trains it a few
+# steps on the CPU, offline, and writes docs/artifacts/maxtext-cpu-run.json and .log: commit both.
+MAXTEXT_PY_BIN ?= $(shell for p in $$(command -v python3.12) $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
+                     "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$$p"; break; }; done)
+MAXTEXT_VENV  := .venv-maxtext
+MAXTEXT_STAMP := $(MAXTEXT_VENV)/.tpututor-installed
+$(MAXTEXT_STAMP): binder/maxtext-requirements.txt
+	@test -n "$(MAXTEXT_PY_BIN)" || { echo "tpututor: MaxText 0.2.5 needs Python 3.12: install python3.12 (or run make MAXTEXT_PY_BIN=/path/to/python3.12)" >&2; exit 1; }
+	@test -x $(MAXTEXT_VENV)/bin/python || $(MAXTEXT_PY_BIN) -m venv $(MAXTEXT_VENV)
+	$(MAXTEXT_VENV)/bin/pip install --quiet --no-cache-dir -r binder/maxtext-requirements.txt
+	@touch $@
+
+maxtext-run: $(STAMP) $(MAXTEXT_STAMP)
+	$(PY) -m tpututor.course.maxtext_run --out docs/artifacts --maxtext-python $(MAXTEXT_VENV)/bin/python
 
 # The course as a website, from the notebooks make run executed (same profile): build/site/en/.
 site: $(STAMP)
@@ -156,4 +180,4 @@ clean:
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(COLAB_VENV) .venv-colab-jax $(DEVICE_VENV) *.egg-info
+	rm -rf $(VENV) $(COLAB_VENV) .venv-colab-jax $(DEVICE_VENV) $(MAXTEXT_VENV) *.egg-info

@@ -132,6 +132,27 @@ def test_run_executes_writes_html_and_exits_1_when_a_lesson_fails(tmp_path):
 
 
 @pytest.mark.slow
+def test_run_with_jobs_runs_lessons_side_by_side_and_reports_them_in_teaching_order(tmp_path):
+    import nbformat
+
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    for name, source in (("01_slow", "import time; time.sleep(3); print('slow')"), ("02_quick", "print('quick')"),
+                         ("03_broken", "raise ValueError('planted failure')")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, lessons / f"{name}.ipynb")
+    out = cli("run", "--profile", "ci", "--no-html", "--jobs", "2", "--out", str(tmp_path / "build"),
+              *(str(p) for p in sorted(lessons.glob("*.ipynb"))))
+    assert out.returncode == 1 and "2 at a time" in out.stdout
+    table = out.stdout.split("lesson ", 1)[1].splitlines()
+    assert [row.split()[0] for row in table[2:5]] == ["01_slow", "02_quick", "03_broken"]
+    assert "03_broken  failed" in out.stdout
+    assert sorted(p.name for p in (tmp_path / "build").glob("*.ipynb")) == [p.name for p in sorted(lessons.glob("*.ipynb"))]
+    assert cli("run", "--jobs", "0").returncode == 2
+
+
+@pytest.mark.slow
 def test_run_with_allow_skip_fails_when_a_lesson_it_did_not_name_is_skipped(tmp_path):
     import nbformat
 

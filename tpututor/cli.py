@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="problem sizes (default: $TPUTUTOR_PROFILE, else full)")
     r.add_argument("--out", default="build", help="folder for executed notebooks (default build)")
     r.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
+    r.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                   help="lessons at a time, each in its own process (default 1; timings then include the "
+                        "others' load)")
     r.add_argument("--allow-skip", default=None, metavar="LESSONS",
                    help="with it, a skipped lesson fails the run unless named here (comma-separated), e.g. "
                         "05_tf_tpustrategy where a runtime has no TensorFlow by design")
@@ -299,7 +302,7 @@ def _run(args: argparse.Namespace) -> int:
     from .course.runner import format_table, run_all
 
     try:
-        results = run_all(args.notebooks or None, args.out, profile=args.profile, html=args.html)
+        results = run_all(args.notebooks or None, args.out, profile=args.profile, html=args.html, jobs=args.jobs)
     except (FileNotFoundError, ValueError) as exc:
         print(f"python -m tpututor run: error: {exc}", file=sys.stderr)
         return 2

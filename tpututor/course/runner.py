@@ -203,25 +203,56 @@ def run_all(
     *,
     profile: str | None = None,
     html: bool = True,
+    jobs: int = 1,
 ) -> list[LessonResult]:
-    """Execute lessons one after another and print a line as each finishes."""
+    """Execute lessons, ``jobs`` at a time (each in its own worker process and kernel), and print a
+    line as each finishes; the results come back in teaching order."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    import multiprocessing
+
     from ..runtime import detect
 
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs}: run at least one lesson at a time (jobs >= 1)")
     chosen = resolve_profile(profile)
     paths = [Path(p) for p in notebooks] if notebooks else discover()
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"no notebook at {path}")
     device = detect().summary()
-    print(f"tpututor: running {len(paths)} lesson(s), profile {chosen}, on {device}", flush=True)
-    results = []
-    for path in paths:
-        r = execute(path, out_dir, profile=chosen, html=html, device=device)
+    at_a_time = f", {jobs} at a time" if jobs > 1 and len(paths) > 1 else ""
+    print(f"tpututor: running {len(paths)} lesson(s), profile {chosen}{at_a_time}, on {device}", flush=True)
+
+    def report(r: LessonResult) -> None:
         print(f"  {r.lesson}: {r.status}" + (f" ({r.error})" if r.status == "skipped" else f" in {r.seconds:.1f} s"),
               flush=True)
-        results.append(r)
+
+    by_path: dict[Path, LessonResult] = {}
+    if jobs == 1 or len(paths) == 1:
+        for path in paths:
+            by_path[path] = execute(path, out_dir, profile=chosen, html=html, device=device)
+            report(by_path[path])
+    else:
+        longest_first = sorted(paths, key=lambda p: -recorded_seconds(p.stem, chosen))
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            running = {pool.submit(execute, path, out_dir, profile=chosen, html=html, device=device): path
+                       for path in longest_first}
+            for done in as_completed(running):
+                by_path[running[done]] = done.result()
+                report(by_path[running[done]])
+    results = [by_path[path] for path in paths]
     write_timings(results, Path(out_dir) / "timings.json", chosen, device)
     return results
+
+
+def recorded_seconds(stem: str, profile: str = "ci") -> float:
+    """How long ``stem`` took in the instructor guide's last recorded run (``docs/timings.json``) in
+    ``profile``; 60 when it has no record. Used to start the longest lessons first."""
+    try:
+        doc = json.loads((catalog.find_root() / "docs" / "timings.json").read_text())
+    except (OSError, ValueError):
+        doc = {}
+    return float(doc.get(profile, {}).get("lessons", {}).get(stem, {}).get("seconds", 60.0))
 
 
 def write_timings(results: Sequence[LessonResult], path: Path, profile: str, device: str) -> None:
