@@ -112,7 +112,7 @@ device-rehearsal: $(DEVICE_BUNDLE)
 
 # MaxText, for lesson 13's stack table (not part of make test): maxtext 0.2.5 needs Python 3.12 and a
 # newer JAX than constraints.txt, so it gets its own venv, pinned by binder/maxtext-requirements.txt
-# (about 1.4 GB). The run converts the lesson's tiny Llama to a MaxText checkpoint and trains it a few
+# (about 1.3 GiB). The run converts the lesson's tiny Llama to a MaxText checkpoint and trains it a few
 # steps on the CPU, offline, and writes docs/artifacts/maxtext-cpu-run.json and .log: commit both.
 MAXTEXT_PY_BIN ?= $(shell for p in $$(command -v python3.12) $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
                      "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$$p"; break; }; done)
