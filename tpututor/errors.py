@@ -784,12 +784,12 @@ jax.distributed.shutdown()
               "breakpoint, a frozen machine). Its own log says why, not this one.",
         fix="Read the log of the process named under the message (and `dmesg` on its machine for the OOM killer) "
             "and fix that. A JAX job cannot go on without a process: restart every process (on a new port) and "
-            "resume from the last checkpoint (the training lesson's section on checkpoint, preempt and "
-            "resume). Let every process run to the end and leave together through "
+            "resume from the last checkpoint (the multi-host lesson kills a host, relaunches and resumes). "
+            "Let every process run to the end and leave together through "
             "`jax.distributed.shutdown()` (JAX also calls it at exit). `heartbeat_timeout_seconds=` sets how "
             "soon the others learn of a death: lower than the default 100 s wastes less of a slice on a dead "
             "job (the course's launcher uses 10 s, `--heartbeat-timeout`), higher lets a process pause longer.",
-        lesson="training", taught="Two processes, one training step",
+        lesson="multi_host", taught="A dead host: the others' error, the timeouts, the resume",
         versions=("jax 0.10.2", "jax 0.7.2"), repro="cpu", runner="process",
         keywords=("distributed", "heartbeat", "heartbeat_timeout_seconds", "unhealthy", "process died",
                   "host died", "worker died", "preempted", "killed", "crashed", "multi-host", "multi-process",

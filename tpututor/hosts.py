@@ -42,6 +42,7 @@ This module imports no framework.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import queue
 import signal
@@ -52,10 +53,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence, TextIO
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence, TextIO
 
 __all__ = ["Job", "Line", "HostExit", "Result", "host_env", "initialize_options", "free_port", "leftovers",
-           "main_thread_stack",
+           "main_thread_stack", "records",
            "TIMEOUT_ENV", "LAUNCH_ID_ENV"]
 
 TIMEOUT_ENV = {  # variable -> the jax.distributed.initialize() argument it becomes
@@ -401,6 +402,24 @@ def main_thread_stack(output: str) -> list[tuple[str, int, str]]:
     if current and any(f[2] == "<module>" for f in current):
         frames = current
     return frames
+
+
+def records(result: Result, host: int = 0) -> list[dict[str, Any]]:
+    """The JSON objects host ``host`` printed, one a line, in the order it printed them: how a program
+    run under the launcher reports to it (``python -m tpututor.lm train --distributed`` prints
+    ``{"process": 0, "processes": 4, ...}`` first, then ``{"step": 1, "loss": ...}`` on process 0).
+    Every other line (logs, warnings, a stack dump) is left out, and so is a line cut off mid-object."""
+    found: list[dict[str, Any]] = []
+    for line in result.lines:
+        if line.host != host or not line.text.startswith("{"):
+            continue
+        try:
+            value = json.loads(line.text)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
 
 
 def leftovers(launch_id: str) -> list[int]:
