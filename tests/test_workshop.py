@@ -12,7 +12,7 @@ import pytest
 from conftest import CATALOG, LESSONS as LESSON_MDS, NOTEBOOKS, PYTHON, ROOT
 from tpututor import check, lessons, preflight
 from tpututor import exercises
-from tpututor.course import fakes, runner, student, workshop
+from tpututor.course import catalog, fakes, runner, student, workshop
 
 LESSONS = runner.discover(NOTEBOOKS)
 
@@ -212,6 +212,27 @@ def test_every_lesson_declares_what_the_guide_needs():
     for lesson in CATALOG:
         assert lesson.objectives and lesson.minutes and lesson.note, lesson.stem
         assert lesson.runtime.startswith(("CPU is enough", "TPU"))
+
+
+def test_the_estimating_rule_counts_prose_cells_code_and_exercises(tmp_path):
+    lesson = tmp_path / "00_x.md"
+    words = " ".join(["word"] * 300)
+    lesson.write_text("---\ntpututor:\n  title: X\n  minutes: 5\n---\n\n# 00 · X\n\n" + words
+                      + " [a link](https://example.com/a/long/address)\n\n```{code-cell} ipython3\n"
+                      + "# Setup (the same cell in every lesson): ...\nimport tpututor\n```\n\n```{code-cell} ipython3\n"
+                      + "\n".join(f"x{i} = {i}" for i in range(58))
+                      + '\ncheck.that("00.1 x", ok)\n```\n\n```python\nnot = "counted"\n```\n')
+    found = catalog.estimate(lesson)
+    assert (found.words, found.code_cells, found.code_lines, found.exercises) == (305, 2, 59, 1)
+    # 300 words, 3 in the heading, 2 in the link's text (not its address); 305/150 + 2 x 0.5 + 59/30 + 8 = 13.0 minutes, rounded to 15
+    assert found.minutes == 15
+
+
+def test_each_lessons_minutes_follow_the_estimating_rule():
+    off = {lesson.stem: (lesson.minutes, catalog.estimate(lesson.path).minutes) for lesson in CATALOG}
+    off = {stem: pair for stem, pair in off.items() if abs(pair[0] - pair[1]) > 0.15 * pair[1]}
+    assert not off, ("(stated, estimated) minutes that disagree by over 15% (docs/writing_a_lesson.md: set "
+                     f"minutes to the estimate, then make badges): {off}")
 
 
 def test_the_shipped_lesson_table_matches_the_front_matter():

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Lesson", "DEVICES", "FRAMEWORKS", "find_root", "notebooks_dir", "lessons", "read", "by_topic",
-           "LessonError"]
+           "LessonError", "Estimate", "estimate", "READING_WPM", "CELL_SECONDS", "CODE_LINES_PER_MINUTE",
+           "EXERCISE_MINUTES"]
 
 # What a lesson asks of the machine; the workshop guide's runtime column says it in words.
 DEVICES = {
@@ -42,6 +43,17 @@ DEVICES = {
     "tpu-needed": "TPU needed",
     "slice-needed": "TPU slice needed",
 }
+# How the front matter's minutes are estimated (docs/writing_a_lesson.md; tests/test_catalog.py
+# holds every lesson to it): prose read carefully, each code cell run and its output read, the
+# code itself read, and each exercise done.
+READING_WPM = 150  # words of prose a minute: technical text, read to be understood
+CELL_SECONDS = 30  # to run a code cell and look at what it printed or drew
+CODE_LINES_PER_MINUTE = 30  # lines of code read, comments included
+EXERCISE_MINUTES = 8  # to write an answer, run the check, maybe ask for a hint
+SETUP_MARK = "# Setup (the same cell in every lesson)"
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
+_EXERCISE = re.compile(r"""\bcheck\.(?:that|equal|close)\(\s*["']\d\d\.\d""")
 # The frameworks a lesson may need; other import names (flax, xprof, ...) are packages.
 FRAMEWORKS = ("jax", "tensorflow", "torch", "torch_xla")
 _STEM = re.compile(r"^(\d\d)_([a-z0-9_]+)$")
@@ -191,6 +203,41 @@ def lessons(notebooks: str | os.PathLike | None = None) -> list[Lesson]:
             raise LessonError(f"{lesson.path.name}: prerequisites {missing} are not lesson topics "
                               f"(choose from {sorted(topics)})")
     return found
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a lesson asks of a learner, counted from its MyST source, and the minutes that makes."""
+
+    words: int  # prose, code blocks and front matter left out
+    code_cells: int
+    code_lines: int
+    exercises: int
+
+    @property
+    def minutes(self) -> int:
+        """Reading, running, code and exercises, rounded to the nearest 5 minutes."""
+        raw = (self.words / READING_WPM + self.code_cells * CELL_SECONDS / 60
+               + self.code_lines / CODE_LINES_PER_MINUTE + self.exercises * EXERCISE_MINUTES)
+        return max(5, 5 * round(raw / 5))
+
+
+def estimate(path: str | os.PathLike) -> Estimate:
+    """The estimating rule applied to one lesson ``NN_topic.md`` (see :data:`READING_WPM` and the
+    constants beside it); a lesson's ``minutes`` should be this, give or take 15%."""
+    text = Path(path).read_text()
+    if text.startswith("---"):
+        text = text.split("\n---", 1)[1]
+    # The setup cell is the same in every lesson and is run, not read: it counts as a cell, not as code.
+    cells = _CODE_CELL.findall(text)
+    read = [c for c in cells if SETUP_MARK not in c]
+    body = [line for c in read for line in c.splitlines()
+            if line.strip() and not line.startswith(":") and line.strip() != "---"]
+    prose = _FENCE.sub(" ", text)
+    prose = re.sub(r"\]\([^)]*\)", "]", prose)  # a link's address is not read
+    words = len(re.findall(r"[^\s#*|>`-]+", prose))
+    exercises = sum(1 for c in cells if _EXERCISE.search(c))
+    return Estimate(words=words, code_cells=len(cells), code_lines=len(body), exercises=exercises)
 
 
 def by_topic(found: list[Lesson]) -> dict[str, Lesson]:
