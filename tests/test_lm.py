@@ -273,3 +273,11 @@ def test_the_cli_says_how_to_use_it():
     out = subprocess.run([sys.executable, "-m", "tpututor.lm", "train", "--help"], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert out.returncode == 0 and "--ckpt-dir" in out.stdout and "--coordinator" in out.stdout
+
+
+def test_a_cloud_storage_checkpoint_path_stays_a_url_and_a_local_one_becomes_absolute(tmp_path, monkeypatch):
+    from tpututor import lm
+
+    assert str(lm.checkpoint_path("gs://my-bucket/runs/lm")) == "gs://my-bucket/runs/lm"  # not ./gs:/my-bucket/...
+    monkeypatch.chdir(tmp_path)
+    assert str(lm.checkpoint_path("runs/lm")) == str(tmp_path / "runs" / "lm")

@@ -709,7 +709,17 @@ class CheckpointMismatch(ValueError):
     """A checkpoint directory holds another model's checkpoints; nothing was written or deleted."""
 
 
-def _saved_config(directory: Path) -> tuple[int, dict] | None:
+def checkpoint_path(directory: str | os.PathLike):
+    """Where Orbax should write: a Cloud Storage URL (``gs://bucket/run``) kept as one, through
+    ``etils.epath`` (what Orbax itself uses), a local folder made absolute. ``pathlib.Path`` would
+    turn ``gs://bucket/run`` into the local folder ``gs:/bucket/run`` on every host."""
+    from etils import epath
+
+    path = epath.Path(directory)
+    return path if "://" in str(directory) else path.absolute()
+
+
+def _saved_config(directory) -> tuple[int, dict] | None:
     import orbax.checkpoint as ocp
 
     with ocp.CheckpointManager(directory, item_names=("state", "config"),
@@ -729,7 +739,7 @@ def checkpoint_manager(directory: str | os.PathLike, cfg: Config, *, save_every:
     """
     import orbax.checkpoint as ocp
 
-    directory = Path(directory).absolute()
+    directory = checkpoint_path(directory)
     if directory.exists() and any(directory.iterdir()):
         found = _saved_config(directory)
         if found is not None and Config.from_dict(found[1]) != cfg:
@@ -782,7 +792,7 @@ def load(directory: str | os.PathLike, step: int | None = None):
     import jax
     import orbax.checkpoint as ocp
 
-    directory = Path(directory).absolute()
+    directory = checkpoint_path(directory)
     found = _saved_config(directory)
     if found is None:
         raise FileNotFoundError(f"no checkpoint in {directory}: train first (lm.train, or lesson 08 (training))")
