@@ -12,7 +12,8 @@ from tpututor import run_profile as profile
 
 HEAVY = ("jax", "jaxlib", "tensorflow", "torch", "torch_xla", "numpy", "matplotlib", "papermill")
 # Modules that exist to use a framework and import it at their top, like any reader expects.
-FRAMEWORK_MODULES = ("tpututor.aot", "tpututor.models.llama", "tpututor.models.checkpoint")
+FRAMEWORK_MODULES = ("tpututor.aot", "tpututor.models.llama", "tpututor.models.checkpoint", "tpututor.serving.prefix",
+                     "tpututor.serving.speculative", "tpututor.serving.kvquant")
 
 
 def test_import_tpututor_imports_no_framework():

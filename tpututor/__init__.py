@@ -32,7 +32,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``cost``: what TPU time costs, from a dated, sourced price table
 - ``plan``: memory, time and cost of a training run before you pay (``python -m tpututor plan``); request review
 - ``models``: the models a learner brings: the Llama family (Llama, Qwen2, Gemma) in Flax NNX, Hugging Face checkpoints in and out; imports JAX
-- ``serving``: serving as a job: chips, batch, latency bounds and $ per million tokens (``python -m tpututor plan-serving``)
+- ``serving``: serving as a job: chips, batch, latency bounds and $ per million tokens (``python -m tpututor plan-serving``); prefix caching, speculative decoding, an int8 KV cache
 - ``standin``: a local stand-in of the Cloud TPU API on 127.0.0.1 for the official client (not Google Cloud)
 - ``check``: self-checking exercises (PASSED, FAILED, NOT ATTEMPTED), ``check.hint`` and ``check.solution``
 - ``exercises``: the lessons' worked answers, hints and known-wrong answers, out of the learner's sight
