@@ -88,6 +88,34 @@ def test_time_calls_rejects_zero_repeats_or_warmup(kw):
         bench.time_calls(lambda: None, lambda r: None, **kw)
 
 
+def test_alternating_timing_takes_turns_and_rotates_who_goes_first():
+    events = []
+    calls = {name: (lambda name=name: events.append(name) or name) for name in "ab"}
+    times = bench.time_alternating(calls, lambda r: events.append("sync"), warmup=2, repeats=4)
+    runs = [e for e in events if e != "sync"]
+    assert runs == ["a", "a", "b", "b"] + ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert events.count("sync") == len(runs) and {k: len(v) for k, v in times.items()} == {"a": 4, "b": 4}
+
+
+def test_a_busy_spell_falls_on_both_alternating_calls_alike(monkeypatch):
+    clock = {"now": 0.0, "runs": 0}
+
+    def run(cost):  # runs 5 to 8 are slowed by a neighbour: ten times the cost
+        clock["runs"] += 1
+        clock["now"] += cost * (10 if 5 <= clock["runs"] <= 8 else 1)
+
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock["now"])
+    times = bench.time_alternating({"fast": lambda: run(1.0), "slow": lambda: run(1.1)}, lambda r: None,
+                                   repeats=5)
+    assert sorted(times["fast"])[2] < sorted(times["slow"])[2]  # the medians keep the order
+
+
+@pytest.mark.parametrize("calls, match", [({"a": lambda: None}, "two calls or more"), ({}, "two calls or more")])
+def test_alternating_timing_needs_two_calls_to_compare(calls, match):
+    with pytest.raises(ValueError, match=match):
+        bench.time_alternating(calls, lambda r: None)
+
+
 class _Clock:
     """A fake time.perf_counter: each call() of the timed function advances it by ``step`` seconds."""
 

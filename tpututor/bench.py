@@ -30,12 +30,12 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import frameworks, hardware, roofline
 
 __all__ = ["Record", "UnsupportedError", "FRAMEWORKS", "DTYPES", "OPS", "run", "matmul", "sweep",
-           "jax_function", "time_calls", "available", "check_dtype", "table", "AUTO_TARGET_SECONDS",
+           "jax_function", "time_calls", "time_alternating", "available", "check_dtype", "table", "AUTO_TARGET_SECONDS",
            "AUTO_MAX_CALLS"]
 
 FRAMEWORKS = ("jax", "numpy", "torch", "torch_xla", "tensorflow")
@@ -165,6 +165,32 @@ def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], *, warmup: i
     """
     first, times, _ = _timed(call, sync, warmup, repeats, calls)
     return first, times
+
+
+def time_alternating(calls: Mapping[str, Callable[[], Any]], sync: Callable[[Any], Any], *,
+                     warmup: int = 1, repeats: int = 5) -> dict[str, list[float]]:
+    """Time several calls taking turns: {name: timed seconds}, one figure per round each.
+
+    Each call gets ``warmup`` untimed runs first. Then every round times each call
+    once, until ``sync`` says the device is done, starting the round one name further
+    along, so a load that comes and goes on a shared machine falls on all of them alike
+    (timing one call's runs, then the other's, can hand one all of a busy spell).
+    """
+    if not isinstance(repeats, int) or not isinstance(warmup, int) or repeats < 1 or warmup < 1:
+        raise ValueError(f"repeats and warmup must be at least 1, got repeats={repeats}, warmup={warmup}")
+    names = list(calls)
+    if len(names) < 2:
+        raise ValueError(f"time_alternating compares two calls or more, got {names!r}: use time_calls for one")
+    for name in names:
+        for _ in range(warmup):
+            sync(calls[name]())
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(repeats):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            t0 = time.perf_counter()
+            sync(calls[name]())
+            times[name].append(time.perf_counter() - t0)
+    return times
 
 
 # --------------------------------------------------------------------------- backends
