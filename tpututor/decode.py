@@ -40,7 +40,7 @@ from . import hardware, mfu, roofline
 
 __all__ = ["CacheFull", "SlotsFull", "PageTableError", "Cost", "kv_bytes_per_token", "matmul_weights", "weight_bytes",
            "params_bytes", "memory_bytes", "max_batch", "decode_cost", "prefill_cost", "min_step_seconds", "critical_batch", "serving_params", "random_params",
-           "init_cache", "cache_bytes", "forward", "make_prefill", "make_step", "recompute_step", "check_fits",
+           "init_cache", "cache_bytes", "write_rows", "store_kv", "load_kv", "forward", "make_prefill", "make_step", "recompute_step", "check_fits",
            "bucket", "generate", "greedy", "quantize_int8", "dequantize", "quantize_params", "dequantized_copies", "Request", "Batcher", "one_at_a_time", "check_page_table",
            "pages_from_cache", "paged_attention", "contiguous_attention", "host_memory", "offload", "host_placement",
            "SERVING_RULES", "serving_shardings", "cache_spec", "Endpoint", "serve"]
@@ -293,7 +293,26 @@ def _dense(x, p: Mapping[str, Any], dt):
     return jnp.dot(x.astype(dt), kernel.astype(dt))
 
 
-def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]], pos, *, cfg: Any):
+def write_rows(cache, update, pos):
+    """Write ``update`` (B, T, ...) into ``cache`` (B, S, ...) at row ``pos[b]`` of each sequence (in the cache's dtype)."""
+    import jax
+
+    write = jax.vmap(lambda c, u, p: jax.lax.dynamic_update_slice(c, u.astype(c.dtype), (p,) + (0,) * (c.ndim - 1)))
+    return write(cache, update, pos)
+
+
+def store_kv(layer: Mapping[str, Any], k, v, pos) -> dict:
+    """The plain cache's write: keys and values as they are, in the cache's dtype."""
+    return {"k": write_rows(layer["k"], k, pos), "v": write_rows(layer["v"], v, pos)}
+
+
+def load_kv(layer: Mapping[str, Any], dt):
+    """The plain cache's read: (keys, values) in the compute dtype ``dt``."""
+    return layer["k"].astype(dt), layer["v"].astype(dt)
+
+
+def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]], pos, *, cfg: Any,
+            store: Callable = store_kv, load: Callable = load_kv):
     """Run ``tokens`` (B, T) at positions ``pos[b] .. pos[b] + T - 1`` through the model.
 
     Each layer writes its keys and values into ``cache`` at those positions
@@ -301,6 +320,10 @@ def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]
     to the token's own; later positions are masked out, so the cache's shape never changes.
     Returns (logits (B, T, vocab) float32, the new cache). Positions are not checked here (this
     runs inside ``jit``): :func:`check_fits` does that before a request is admitted.
+
+    ``store(layer, k, v, pos) -> new layer`` and ``load(layer, dt) -> (k, v)`` say how a layer's
+    cache holds keys and values (:func:`store_kv` and :func:`load_kv`: as they are; an int8
+    cache, :mod:`tpututor.serving.kvquant`, passes its own pair).
     """
     import jax
     import jax.numpy as jnp
@@ -314,15 +337,14 @@ def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]
     x = params["embed"]["embedding"].astype(dt)[tokens] + params["pos_embed"]["embedding"].astype(dt)[positions]
     length = cache[0]["k"].shape[1]
     visible = jnp.arange(length)[None, None, :] <= positions[:, :, None]  # (B, T, S): keys up to each query
-    write = jax.vmap(lambda c, u, p: jax.lax.dynamic_update_slice(c, u.astype(c.dtype), (p, 0, 0)))
     new_cache = []
     for i in range(cfg.n_layers):
         p = params["blocks"][i]
         h = _rms_norm(x, p["norm1"]["scale"])
         q, k, v = (_dense(h, p[name], dt).reshape(b, t, cfg.n_heads, cfg.head_dim) for name in ("query", "key", "value"))
-        layer = {"k": write(cache[i]["k"], k, pos), "v": write(cache[i]["v"], v, pos)}
+        layer = store(cache[i], k, v, pos)
         new_cache.append(layer)
-        att = lm.attention(q, layer["k"].astype(dt), layer["v"].astype(dt), visible[:, None])
+        att = lm.attention(q, *load(layer, dt), visible[:, None])
         x = x + _dense(att.reshape(b, t, cfg.d_model), p["out"], dt).astype(x.dtype)
         x = x + _dense(jax.nn.gelu(_dense(_rms_norm(x, p["norm2"]["scale"]), p["up"], dt)), p["down"], dt).astype(x.dtype)
     logits = _dense(_rms_norm(x, params["norm"]["scale"]), params["head"], dt).astype(jnp.float32)

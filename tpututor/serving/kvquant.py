@@ -2,8 +2,9 @@
 
 Each cached key (and value) vector of ``head_dim`` numbers is scaled so its largest magnitude maps
 to 127 (:func:`quantize`); the cache holds 1 byte per number plus 4 bytes per vector against bf16's
-2 bytes per number, so about half the memory (:func:`bytes_per_number`). :func:`forward` is
-:func:`tpututor.decode.forward` with the write quantized and the read multiplied back.
+2 bytes per number, so about half the memory (:func:`bytes_per_number`). :func:`store` and
+:func:`load` are the write (quantized) and the read (multiplied back) that :func:`forward` hands to
+:func:`tpututor.decode.forward`; the model itself is not written twice.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
-from .. import lm
+from .. import decode
 
-__all__ = ["quantize", "dequantize", "init_cache", "bytes_per_number", "forward", "make_prefill"]
+__all__ = ["quantize", "dequantize", "init_cache", "bytes_per_number", "store", "load", "forward", "make_prefill"]
 
 
 def quantize(x):
@@ -50,46 +51,22 @@ def init_cache(cfg: Any, batch: int, length: int | None = None, device=None) -> 
              "k_scale": zeros(scales, jnp.float32), "v_scale": zeros(scales, jnp.float32)} for _ in range(cfg.n_layers)]
 
 
-def _rms_norm(x, scale, eps: float = 1e-6):
-    x = x.astype(jnp.float32)
-    return x * (jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * scale)
+def store(layer: Mapping[str, Any], k, v, pos) -> dict:
+    """The int8 cache's write: keys and values quantized, each row with its scales."""
+    (k8, ks), (v8, vs) = quantize(k), quantize(v)
+    return {"k": decode.write_rows(layer["k"], k8, pos), "v": decode.write_rows(layer["v"], v8, pos),
+            "k_scale": decode.write_rows(layer["k_scale"], ks, pos),
+            "v_scale": decode.write_rows(layer["v_scale"], vs, pos)}
 
 
-def _dense(x, p: Mapping[str, Any], dt):
-    """x @ kernel in ``dt``, an int8 kernel (``decode.quantize_int8``) scaled per column after the product."""
-    if "scale" in p:
-        y = jnp.dot(x.astype(dt), p["kernel"].astype(dt), preferred_element_type=jnp.float32)
-        return (y * p["scale"]).astype(dt)
-    return jnp.dot(x.astype(dt), p["kernel"].astype(dt))
+def load(layer: Mapping[str, Any], dt):
+    """The int8 cache's read: (keys, values) multiplied back by their scales, in ``dt``."""
+    return dequantize(layer["k"], layer["k_scale"], dt), dequantize(layer["v"], layer["v_scale"], dt)
 
 
 def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]], pos, *, cfg: Any):
     """:func:`tpututor.decode.forward` on an int8 cache: -> (logits (B, T, vocab) float32, the new cache)."""
-    dt = jnp.dtype(cfg.compute_dtype)
-    b, t = tokens.shape
-    pos = jnp.asarray(pos, jnp.int32).reshape(b)
-    positions = pos[:, None] + jnp.arange(t, dtype=jnp.int32)
-    x = params["embed"]["embedding"].astype(dt)[tokens] + params["pos_embed"]["embedding"].astype(dt)[positions]
-    length = cache[0]["k"].shape[1]
-    visible = jnp.arange(length)[None, None, :] <= positions[:, :, None]
-    write = jax.vmap(lambda c, u, p: jax.lax.dynamic_update_slice(c, u.astype(c.dtype), (p, 0, 0)))
-    new_cache = []
-    for i in range(cfg.n_layers):
-        p = params["blocks"][i]
-        h = _rms_norm(x, p["norm1"]["scale"])
-        q, k, v = (_dense(h, p[name], dt).reshape(b, t, cfg.n_heads, cfg.head_dim)
-                   for name in ("query", "key", "value"))
-        (k8, ks), (v8, vs) = quantize(k), quantize(v)
-        layer = {"k": write(cache[i]["k"], k8, pos), "v": write(cache[i]["v"], v8, pos),
-                 "k_scale": write(cache[i]["k_scale"], ks, pos), "v_scale": write(cache[i]["v_scale"], vs, pos)}
-        new_cache.append(layer)
-        att = lm.attention(q, dequantize(layer["k"], layer["k_scale"], dt), dequantize(layer["v"], layer["v_scale"], dt),
-                           visible[:, None])
-        x = x + _dense(att.reshape(b, t, cfg.d_model), p["out"], dt).astype(x.dtype)
-        up = jax.nn.gelu(_dense(_rms_norm(x, p["norm2"]["scale"]), p["up"], dt))
-        x = x + _dense(up, p["down"], dt).astype(x.dtype)
-    logits = _dense(_rms_norm(x, params["norm"]["scale"]), params["head"], dt).astype(jnp.float32)
-    return logits, new_cache
+    return decode.forward(params, tokens, cache, pos, cfg=cfg, store=store, load=load)
 
 
 def make_prefill(cfg: Any):
