@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -83,11 +82,9 @@ def pytest_collection_finish(session):
     wanted = _lessons_wanted(session.items)
     if jobs < 1 or not wanted:
         return
-    longest_first = sorted(wanted, key=lambda stem: -runner.recorded_seconds(stem))
-    _POOL = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
-    for stem in longest_first:
-        _AHEAD[stem] = _POOL.submit(runner.execute, NOTEBOOKS / f"{stem}.ipynb", TEST_RUN, profile="ci",
-                                    rehearse=True)
+    _POOL, futures = runner.start([NOTEBOOKS / f"{stem}.ipynb" for stem in wanted], TEST_RUN, jobs, profile="ci",
+                                  rehearse=True)
+    _AHEAD.update({path.stem: future for path, future in futures.items()})
 
 
 @pytest.fixture(scope="session")

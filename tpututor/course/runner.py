@@ -20,7 +20,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..check import STRICT_ENV
 from ..config import ENV_VAR, profile as resolve_profile
@@ -207,8 +207,7 @@ def run_all(
 ) -> list[LessonResult]:
     """Execute lessons, ``jobs`` at a time (each in its own worker process and kernel), and print a
     line as each finishes; the results come back in teaching order."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    import multiprocessing
+    from concurrent.futures import as_completed
 
     from ..runtime import detect
 
@@ -233,16 +232,29 @@ def run_all(
             by_path[path] = execute(path, out_dir, profile=chosen, html=html, device=device)
             report(by_path[path])
     else:
-        longest_first = sorted(paths, key=lambda p: -recorded_seconds(p.stem, chosen))
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            running = {pool.submit(execute, path, out_dir, profile=chosen, html=html, device=device): path
-                       for path in longest_first}
+        pool, futures = start(paths, out_dir, jobs, profile=chosen, html=html, device=device)
+        with pool:
+            running = {future: path for path, future in futures.items()}
             for done in as_completed(running):
                 by_path[running[done]] = done.result()
                 report(by_path[running[done]])
     results = [by_path[path] for path in paths]
     write_timings(results, Path(out_dir) / "timings.json", chosen, device)
     return results
+
+
+def start(paths: Sequence[Path], out_dir: str | os.PathLike, jobs: int, *, profile: str = "ci", **options: Any):
+    """Submit lessons to ``jobs`` worker processes (spawned: each starts clean), the longest first by
+    :func:`recorded_seconds`, each running :func:`execute` with ``options``.
+
+    Returns (the pool, {path: future of its LessonResult}); the caller shuts the pool down.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    longest_first = sorted(paths, key=lambda p: -recorded_seconds(Path(p).stem, profile))
+    return pool, {Path(p): pool.submit(execute, p, out_dir, profile=profile, **options) for p in longest_first}
 
 
 def recorded_seconds(stem: str, profile: str = "ci") -> float:
