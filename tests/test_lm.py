@@ -34,11 +34,17 @@ def test_importing_lm_loads_no_framework():
     assert out.strip() == "[]"
 
 
-def test_encode_decode_round_trips_ascii_and_marks_the_rest():
-    text = "for i in range(3):\n\tprint(i)"
-    assert lm.decode(lm.encode(text)) == text
-    ids = lm.encode("é")
-    assert ids.tolist() == [lm.UNKNOWN] and lm.decode(ids) == "\ufffd"
+def test_encode_decode_round_trips_any_utf8_text_and_ascii_is_its_own_code():
+    for text in ("for i in range(3):\n\tprint(i)", "한국어 텍스트도 학습합니다.", "é, ß, 漢字, 🙂"):
+        assert lm.decode(lm.encode(text)) == text
+    assert lm.encode("def").tolist() == [ord(c) for c in "def"]
+    assert len(lm.encode("한")) == 3 and max(lm.encode("한국어")) < lm.VOCAB == 256
+
+
+def test_decoding_a_cut_character_or_a_foreign_id_shows_the_replacement_character():
+    cut = lm.encode("한")[:2].tolist()  # a window that ends inside a three-byte character
+    assert lm.decode(cut + lm.encode("a").tolist()) == "\ufffda"
+    assert lm.decode([104, 300, 105]) == "h\ufffdi"  # 300 is no byte (another model's id)
 
 
 def test_the_stdlib_corpus_holds_out_whole_files(tmp_path):
@@ -171,6 +177,24 @@ def test_training_steps_lower_the_loss(trained):
     assert losses[-1] < losses[0] < np.log(lm.VOCAB) + 0.5
 
 
+def test_korean_text_trains_and_its_samples_decode_to_text(one_device):
+    korean = "모델은 바이트를 읽고 다음 바이트를 예측합니다. 한국어 문장도 그대로 학습합니다.\n" * 60
+    tokens = lm.encode(korean)
+    assert lm.decode(tokens) == korean
+    tx = lm.optimizer(1e-2, 20)
+    state = lm.init_state(TINY, tx, 0, one_device)
+    step = lm.make_train_step(TINY, tx, one_device, donate=False)
+    data = lm.dataset(tokens, TINY.seq_len, 8)
+    losses = []
+    for i in range(12):
+        state, loss = step(state, lm.to_device(data[i], lm.batch_sharding(one_device)))
+        losses.append(float(loss))
+    assert np.mean(losses[-3:]) < losses[0] - 1.0, losses  # it learns Korean, not one unknown token
+    assert {t for t in tokens.tolist() if t >= 0x80} >= {0xEB, 0xEC, 0xED}  # Hangul's lead bytes are trained on
+    sample = lm.generate(lm.model_from(TINY, state["params"]), "모델은", 12)
+    assert isinstance(sample, str) and sample
+
+
 def test_a_checkpoint_restores_exactly_and_another_model_is_refused_untouched(trained, tmp_path, one_device):
     tx, _, states, _ = trained
     manager = lm.checkpoint_manager(tmp_path, TINY, save_every=1)
@@ -197,7 +221,7 @@ def test_load_gives_the_saved_config_and_a_model_that_samples(trained, tmp_path)
     cfg, model = lm.load(tmp_path)
     assert cfg == TINY and np.array_equal(model.head.kernel[...], states[3]["params"]["head"]["kernel"])
     text = lm.generate(model, "def ", length=10, seed=1)
-    assert len(text) == 10
+    assert 0 < len(text) <= 10 and len(lm.encode(text)) >= 10  # 10 bytes: fewer characters if some are not ASCII
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         lm.load(tmp_path / "empty")
 

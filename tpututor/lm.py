@@ -4,7 +4,7 @@ Everything the training lesson runs lives in this one file, which the notebook s
 subprocesses import (``python -m tpututor.lm train --help``):
 
 * :class:`Config` and :data:`PROFILES`: the model's shape; :func:`config_for` sizes it for a run.
-* :func:`encode` / :func:`decode`: a character-level tokenizer (the 128 ASCII code points).
+* :func:`encode` / :func:`decode`: a byte-level tokenizer (the 256 byte values of UTF-8 text: any language).
 * :func:`stdlib_corpus`: text every machine has, the Python standard library's own source files;
   :func:`load_texts`: the same from a Hugging Face data set, for learners with internet.
 * :func:`dataset`: the grain pipeline (windows of tokens, shuffled, batched, one slice per process);
@@ -57,8 +57,7 @@ __all__ = ["Config", "PROFILES", "config_for", "VOCAB", "encode", "decode", "std
            "train_step", "make_train_step", "eval_step", "checkpoint_manager", "save", "restore", "load",
            "generate", "train", "main", "ShardingRuleError", "CheckpointMismatch"]
 
-VOCAB = 128  # the ASCII code points; anything else becomes UNKNOWN
-UNKNOWN = 0  # NUL never occurs in source code
+VOCAB = 256  # one token per byte of the text's UTF-8 encoding: ASCII is one byte, Hangul three
 
 
 # --------------------------------------------------------------------------- configuration
@@ -140,16 +139,25 @@ def config_for(profile: str, device_kind: str | None = None, platform: str = "cp
 # --------------------------------------------------------------------------- tokenizer and corpus
 
 def encode(text: str):
-    """Text -> int32 token ids: a character's ASCII code, or UNKNOWN (0) for anything else."""
+    """Text -> int32 token ids: the bytes of its UTF-8 encoding (an ASCII character is its code)."""
     import numpy as np
 
-    ids = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    return np.where(ids < VOCAB, ids, UNKNOWN).astype(np.int32)
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
 
 
 def decode(ids: Iterable[int]) -> str:
-    """Token ids -> text (UNKNOWN shows as the replacement character)."""
-    return "".join("\ufffd" if int(i) == UNKNOWN or not 0 <= int(i) < VOCAB else chr(int(i)) for i in ids)
+    """Token ids -> text. Bytes that do not make UTF-8 (a model's mistake, or a character cut at the end
+    of a window) and ids outside 0..255 show as the replacement character."""
+    data = bytearray()
+    out = []
+    for i in ids:
+        i = int(i)
+        if 0 <= i < VOCAB:
+            data.append(i)
+        else:
+            out.append(data.decode("utf-8", errors="replace") + "\ufffd")
+            data.clear()
+    return "".join(out) + data.decode("utf-8", errors="replace")
 
 
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "turtledemo",
@@ -652,7 +660,7 @@ def model_from(cfg: Config, params):
 
 
 def loss_fn(params, graph, batch: Mapping[str, Any], *, remat=None, constrain=None):
-    """Mean next-character cross-entropy (nats per character) of the model ``graph`` + ``params``."""
+    """Mean next-token cross-entropy (nats per token) of the model ``graph`` + ``params``."""
     import optax
     from flax import nnx
 
@@ -809,7 +817,7 @@ def load(directory: str | os.PathLike, step: int | None = None):
 # --------------------------------------------------------------------------- sampling
 
 def generate(model, prompt: str, length: int = 200, *, temperature: float = 0.8, seed: int = 0) -> str:
-    """``prompt`` continued by ``length`` sampled characters (a sliding window of ``seq_len``)."""
+    """``prompt`` continued by ``length`` sampled tokens (bytes; a sliding window of ``seq_len``)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
