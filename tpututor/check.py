@@ -12,6 +12,12 @@ A wrong answer never stops the notebook for a learner. With
 ``TPUTUTOR_STRICT_CHECKS=1`` (set by ``make test`` and ``make run``) a failure
 raises :class:`ExerciseFailed`, so CI notices a solution that stopped being right.
 Every result is kept in :data:`RESULTS` for a progress summary.
+
+The Korean lessons call ``launch.setup(..., language="ko")``, which calls :func:`set_language`: the
+lines then carry the exercise's Korean title, hint and message from the catalogue shipped with the
+package (``tpututor/exercises/ko/NN_topic.toml``), with the status word (``PASSED``, ``FAILED``,
+``NOT ATTEMPTED``) kept in English, so that a line is found the same way in any language. A text the
+catalogue lacks, or whose English it records is not the English the lesson passes, shows in English.
 """
 
 from __future__ import annotations
@@ -21,11 +27,100 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["ExerciseFailed", "CheckBroken", "Result", "RESULTS", "attempted", "equal", "close", "that", "hint", "solution",
-           "summary", "progress",
+__all__ = ["ExerciseFailed", "CheckBroken", "Result", "RESULTS", "LANGUAGES", "attempted", "equal", "close", "that",
+           "hint", "solution", "set_language", "language", "summary", "progress",
            "report", "report_text"]
 
 STRICT_ENV = "TPUTUTOR_STRICT_CHECKS"
+LANGUAGES = ("en", "ko")
+
+# What a check says around the learner's values, per language. The English is what every English
+# lesson has always printed (CI's reference outputs compare it); a key missing in a language is English.
+_MESSAGES: dict[str, dict[str, str]] = {
+    "en": {
+        "stub": "replace the ... with your answer",
+        "fill answer": "fill in the answer cell above",
+        "fill exercise": "fill in the exercise cell above",
+        "hint": "Hint: {hint}",
+        "got": "got {got}. {hint}",
+        "not a number": "expected a number, got {got}. {hint}",
+        "off": "got {got}, off by more than {rel}. {hint}",
+        "raised": "{error}. {hint}",
+        "seed": "{message} [seed {seed}: the same inputs come back with seed={seed}]",
+        "check raised": "the check itself raised {error}",
+        "check returned": "the check returned {got}, not True or False",
+        "broken": "{why}. This is a bug in the lesson's check, not in your answer: please report it",
+        "no hints": "{id} has no hints: check.solution({id!r}) shows the worked answer",
+        "next hint": " (hint {n} of {total}: call again for the next)",
+        "last hint": " (the last hint; check.solution({id!r}) shows the worked answer)",
+        "hint for": "Hint for {id}{more}:\n{hint}",
+        "solution": "A worked answer for {id} (one of many; yours may differ and still pass):\n\n{solution}",
+    },
+    "ko": {
+        "stub": "... 자리에 답을 쓰세요",
+        "fill answer": "위의 답 셀을 채우세요",
+        "fill exercise": "위의 연습 문제 셀을 채우세요",
+        "hint": "힌트: {hint}",
+        "got": "받은 값: {got}. {hint}",
+        "not a number": "숫자가 필요합니다. 받은 값: {got}. {hint}",
+        "off": "받은 값 {got}: 기대한 값에서 {rel} 넘게 벗어납니다. {hint}",
+        "raised": "{error}. {hint}",
+        "seed": "{message} [seed {seed}: seed={seed}로 같은 입력을 다시 만들 수 있습니다]",
+        "check raised": "확인 코드 자체에서 예외가 났습니다: {error}",
+        "check returned": "확인 코드가 True나 False가 아닌 값을 반환했습니다: {got}",
+        "broken": "{why}. 여러분의 답이 아니라 레슨의 확인 코드에 있는 버그입니다. 알려 주세요",
+        "no hints": "{id}에는 힌트가 없습니다. check.solution({id!r})이 풀이 예시를 보여 줍니다",
+        "next hint": " ({total}개 중 {n}번째, 다시 호출하면 다음 힌트가 나옵니다)",
+        "last hint": " (마지막 힌트입니다. check.solution({id!r})이 풀이 예시를 보여 줍니다)",
+        "hint for": "{id}의 힌트{more}:\n{hint}",
+        "solution": "{id}의 풀이 예시입니다(여러 풀이 중 하나일 뿐이며, 답이 달라도 통과할 수 있습니다):\n\n{solution}",
+    },
+}
+
+_LANGUAGE = "en"
+
+
+def set_language(lang: str) -> None:
+    """Print checks, hints and worked-answer notes in ``lang`` (``"en"`` or ``"ko"``) from now on.
+
+    ``launch.setup(..., language="ko")``, the Korean lessons' setup cell, calls it. An unknown
+    language is a ValueError naming the known ones.
+    """
+    global _LANGUAGE
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGUAGES)}")
+    _LANGUAGE = lang
+
+
+def language() -> str:
+    """The language checks print in (``"en"`` unless :func:`set_language` said otherwise)."""
+    return _LANGUAGE
+
+
+def _say(key: str, **values: Any) -> str:
+    """One message in the current language (English where the language lacks it)."""
+    return _MESSAGES.get(_LANGUAGE, {}).get(key, _MESSAGES["en"][key]).format(**values)
+
+
+def _text(exercise: str, hint: str | None = None) -> tuple[str, str | None]:
+    """The exercise's name and hint as the current language writes them: ``"03.1 <title>"`` and the
+    hint from the language's catalogue where it has them for this very English, else the English."""
+    if _LANGUAGE == "en":
+        return exercise, hint
+    try:
+        from . import exercises
+
+        words = exercise.split(maxsplit=1)
+        entry = exercises.translation(words[0], _LANGUAGE) if words else None
+    except Exception:  # a missing or unreadable catalogue never breaks a check: English it is
+        entry = None
+    if entry is None:
+        return exercise, hint
+    title = entry.title if len(words) == 2 and entry.title and words[1] == entry.english_title else None
+    name = f"{words[0]} {title}" if title else exercise
+    if hint is not None and entry.hint and hint == entry.english_hint:
+        hint = entry.hint
+    return name, hint
 
 
 class ExerciseFailed(AssertionError):
@@ -112,28 +207,31 @@ def _same(a: Any, b: Any) -> bool:
 
 def equal(exercise: str, got: Any, expected: Any, *, hint: str) -> Result:
     """Pass when ``got`` equals ``expected``: arrays element by element, pytrees leaf by leaf."""
+    exercise, hint = _text(exercise, hint)
     if not attempted(got):
-        return _record(Result(exercise, "not attempted", "replace the ... with your answer"))
+        return _record(Result(exercise, "not attempted", _say("stub")))
     try:
         ok = _same(got, expected)
     except Exception:  # e.g. objects whose == raises
         ok = False
     if ok:
         return _record(Result(exercise, "passed"))
-    return _record(Result(exercise, "failed", f"got {_short(got)}. Hint: {hint}"))
+    return _record(Result(exercise, "failed", _say("got", got=_short(got), hint=_say("hint", hint=hint))))
 
 
 def close(exercise: str, got: Any, expected: float, *, hint: str, rel: float = 1e-2) -> Result:
     """Pass when the number ``got`` is within ``rel`` (relative) of ``expected``."""
+    exercise, hint = _text(exercise, hint)
     if not attempted(got):
-        return _record(Result(exercise, "not attempted", "replace the ... with your answer"))
+        return _record(Result(exercise, "not attempted", _say("stub")))
     try:
         value = float(got)
     except (TypeError, ValueError):
-        return _record(Result(exercise, "failed", f"expected a number, got {_short(got)}. Hint: {hint}"))
+        return _record(Result(exercise, "failed", _say("not a number", got=_short(got), hint=_say("hint", hint=hint))))
     if math.isclose(value, expected, rel_tol=rel):
         return _record(Result(exercise, "passed"))
-    return _record(Result(exercise, "failed", f"got {value:.4g}, off by more than {rel:.0%}. Hint: {hint}"))
+    return _record(Result(exercise, "failed", _say("off", got=f"{value:.4g}", rel=f"{rel:.0%}",
+                                                   hint=_say("hint", hint=hint))))
 
 
 class CheckBroken(RuntimeError):
@@ -186,7 +284,7 @@ def _learners(exc: BaseException, answers: tuple) -> bool:
 
 
 def _seeded(message: str, seed: int | None) -> str:
-    return message if seed is None else f"{message} [seed {seed}: the same inputs come back with seed={seed}]"
+    return message if seed is None else _say("seed", message=message, seed=seed)
 
 
 def that(exercise: str, test: Callable[[], bool], *, hint: str, answer: Any = True, seed: int | None = None) -> Result:
@@ -201,30 +299,31 @@ def that(exercise: str, test: Callable[[], bool], *, hint: str, answer: Any = Tr
     returns anything but a real boolean. ``seed``, when the check draws random inputs,
     is printed in a FAILED line so the failure can be replayed.
     """
+    exercise, hint = _text(exercise, hint)
     answers = answer if isinstance(answer, tuple) else (answer,)
     if not all(attempted(a) for a in answers):
-        return _record(Result(exercise, "not attempted", "fill in the answer cell above"))
+        return _record(Result(exercise, "not attempted", _say("fill answer")))
     try:
         ok = test()
     except NotImplementedError:
         ok = ...
     except Exception as exc:  # the learner's code raised: report it, do not crash the notebook
         if _learners(exc, answers):
-            return _record(Result(exercise, "failed", _seeded(f"{type(exc).__name__}: {exc}. Hint: {hint}", seed)))
-        return _broken(exercise, f"the check itself raised {type(exc).__name__}: {exc}")
+            return _record(Result(exercise, "failed", _seeded(
+                _say("raised", error=f"{type(exc).__name__}: {exc}", hint=_say("hint", hint=hint)), seed)))
+        return _broken(exercise, _say("check raised", error=f"{type(exc).__name__}: {exc}"))
     if not attempted(ok):
-        return _record(Result(exercise, "not attempted", "fill in the exercise cell above"))
+        return _record(Result(exercise, "not attempted", _say("fill exercise")))
     if not _is_bool(ok):
-        return _broken(exercise, f"the check returned {_short(ok)}, not True or False")
+        return _broken(exercise, _say("check returned", got=_short(ok)))
     if ok:
         return _record(Result(exercise, "passed"))
-    return _record(Result(exercise, "failed", _seeded(f"Hint: {hint}", seed)))
+    return _record(Result(exercise, "failed", _seeded(_say("hint", hint=hint), seed)))
 
 
 def _broken(exercise: str, why: str) -> Result:
     """A check that cannot judge: said plainly (it is the lesson's bug), raised under strict checks."""
-    result = Result(exercise, "failed", f"{why}. This is a bug in the lesson's check, not in your answer: "
-                                        "please report it")
+    result = Result(exercise, "failed", _say("broken", why=why))
     RESULTS.append(result)
     print(result)
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
@@ -241,14 +340,22 @@ def hint(exercise: str) -> None:
 
     entry = exercises.get(exercise)
     if not entry.hints:
-        print(f"{entry.id} has no hints: check.solution({entry.id!r}) shows the worked answer")
+        print(_say("no hints", id=entry.id))
         return
+    hints = entry.hints
+    if _LANGUAGE != "en":
+        try:
+            local = exercises.translation(entry.id, _LANGUAGE)
+        except Exception:  # an unreadable catalogue: the English hints
+            local = None
+        if local is not None and local.hints and local.english_hints == entry.hints:
+            hints = local.hints
     n = _HINTS_SHOWN.get(entry.id, 0)
-    shown = min(n, len(entry.hints) - 1)
+    shown = min(n, len(hints) - 1)
     _HINTS_SHOWN[entry.id] = n + 1
-    more = (f" (hint {shown + 1} of {len(entry.hints)}: call again for the next)" if shown + 1 < len(entry.hints)
-            else f" (the last hint; check.solution({entry.id!r}) shows the worked answer)")
-    print(f"Hint for {entry.id}{more}:\n{entry.hints[shown]}")
+    more = (_say("next hint", n=shown + 1, total=len(hints)) if shown + 1 < len(hints)
+            else _say("last hint", id=entry.id))
+    print(_say("hint for", id=entry.id, more=more, hint=hints[shown]))
 
 
 def solution(exercise: str) -> None:
@@ -256,7 +363,7 @@ def solution(exercise: str) -> None:
     from . import exercises
 
     entry = exercises.get(exercise)
-    print(f"A worked answer for {entry.id} (one of many; yours may differ and still pass):\n\n{entry.solution}")
+    print(_say("solution", id=entry.id, solution=entry.solution))
 
 
 def _latest(results: list[Result] | None) -> list[Result]:

@@ -5,7 +5,9 @@ Kaggle it installs ``tpututor`` from the release tag, then calls :func:`setup` w
 name, which installs the add-ons *that lesson* imports and the runtime lacks (pinned, and never
 moving the runtime's own JAX, since its libtpu must match), records the lesson for the pre-flight
 (``python -m tpututor doctor --preflight`` in the same runtime checks that lesson's needs), and
-prints one line about the machine. It imports no framework.
+prints one line about the machine. It imports no framework. A translated lesson's setup cell names its
+language (``launch.setup("03_xla_fusion", language="ko")``, written by the translation build), and the
+checks then speak it (:func:`tpututor.check.set_language`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import subprocess
 import sys
 from typing import Iterable
 
-from . import __version__, lessons
+from . import __version__, check, lessons
 from .runtime import Host, Runtime, detect
 
 __all__ = ["SETUP_CELL", "ADDONS", "LESSON_ENV", "install_plan", "setup", "lacking", "quiet_jax", "LessonCannotRun"]
@@ -89,11 +91,14 @@ def _hint(platform: str, kind: str) -> str:
     return " No accelerator here: the lesson runs on the CPU, and says where a TPU would differ."
 
 
-def setup(lesson: str | None = None, host: Host | None = None, run=subprocess.run) -> None:
+def setup(lesson: str | None = None, host: Host | None = None, run=subprocess.run, *, language: str = "en") -> None:
     """Install what this runtime lacks for ``lesson``, then print one line about the machine.
 
+    ``language`` is the one the exercise checks print in (:data:`tpututor.check.LANGUAGES`; the
+    Korean lessons pass ``"ko"``); an unknown one is a ValueError before anything is installed.
     It returns nothing, so that a notebook cell ending in ``launch.setup(...)`` shows the line once.
     """
+    check.set_language(language)
     rt = detect(host)
     if host is None:
         quiet_jax(rt)

@@ -4,8 +4,11 @@ English stays the only source of code. Each lesson's translation is a gettext ca
 ``i18n/<lang>/NN_topic.po``: one entry per markdown cell (the English text is the ``msgid``, the
 translation the ``msgstr``) and one per translated front-matter field (``msgctxt`` ``front:title``,
 ``front:note``, ``front:objective N``). :func:`build` writes ``notebooks/<lang>/NN_topic.ipynb`` and
-``.md`` from the English notebook: every code cell, its tags, metadata and id copied verbatim, every
-markdown cell replaced by its translation, the badges rebuilt to open the translated notebook.
+``.md`` from the English notebook: every code cell, its tags, metadata and id copied verbatim (but
+for one call: the setup cell's ``launch.setup("NN_topic")`` names the language, so that the exercise
+checks speak it, see :func:`localised_code`), every markdown cell replaced by its translation, the
+badges rebuilt to open the translated notebook. What the checks print (titles, hints) is translated
+in ``tpututor/exercises/<lang>/NN_topic.toml``, shipped with the package.
 
 When an English cell changes, :func:`update` (``python -m tpututor.course translate update``) carries
 the old translation over to the new text, marked *fuzzy*, with the old English kept as
@@ -31,7 +34,7 @@ from typing import Sequence
 from . import catalog, stamp
 
 __all__ = ["LANGUAGES", "STALE_NOTE", "MISSING_NOTE", "Glossary", "catalogue_path", "cells_to_translate",
-           "update", "render", "build", "lesson_table", "readme", "main"]
+           "update", "localised_code", "render", "build", "lesson_table", "readme", "main"]
 
 LANGUAGES = ("ko",)
 STALE_NOTE = {"ko": "> **번역이 원문보다 오래되었습니다.** 아래는 영어 원문입니다; 번역을 고치는 방법은 "
@@ -146,6 +149,13 @@ def _front(meta: dict, entries: dict) -> dict:
     return out
 
 
+def localised_code(source: str, stem: str, lang: str) -> str:
+    """A code cell as the translated lesson has it: the English code, except that the setup cell's
+    ``launch.setup("NN_topic")`` becomes ``launch.setup("NN_topic", language="<lang>")`` so that the
+    exercise checks print in that language. No other code changes."""
+    return source.replace(f'launch.setup("{stem}")', f'launch.setup("{stem}", language="{lang}")')
+
+
 def render(lesson: catalog.Lesson, lang: str, root: Path, s: stamp.Settings):
     """The translated notebook (nbformat) of one lesson, from its English .ipynb and its catalogue."""
     import copy
@@ -168,6 +178,9 @@ def render(lesson: catalog.Lesson, lang: str, root: Path, s: stamp.Settings):
         elif note:
             body = f"{note}\n\n{body}"
         nb.cells[index].source = body
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = localised_code(cell.source, lesson.stem, lang)
     nb.metadata["tpututor"] = _front(english.metadata["tpututor"], by_ctxt)
     nb.metadata["tpututor"]["language"] = lang
     nb.metadata["tpututor"]["source"] = f"notebooks/{lesson.path.name}"

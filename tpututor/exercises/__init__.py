@@ -22,6 +22,22 @@ shipped with the package so a Colab install has it:
 The course runner puts the worked answers into the answer cells when it executes a lesson (CI,
 ``make run``, the site), and its rehearsal runs every check against each wrong answer, which must
 FAIL, and against the stub, which must say NOT ATTEMPTED.
+
+A translation of what a learner reads (each exercise's title, its check's hint and its hints) lives
+beside them, one file per language and lesson (``tpututor/exercises/ko/NN_topic.toml``), with the
+English it translates, so that :mod:`tpututor.check` shows English wherever the English has changed:
+
+.. code-block:: toml
+
+    ["00.1"]
+    title = "..."    # the words after the id in check.that("00.1 ...", ...)
+    hint = "..."     # its hint= argument
+    hints = ["...", "...", "..."]
+
+    ["00.1".english]
+    title = "JAX devices per slice"
+    hint = "..."
+    hints = ["...", "...", "..."]
 """
 
 from __future__ import annotations
@@ -31,7 +47,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["Exercise", "Wrong", "for_lesson", "get", "id_in", "lessons"]
+__all__ = ["Exercise", "Wrong", "Translation", "for_lesson", "get", "id_in", "lessons", "translations", "translation"]
 
 # The exercise a check cell judges: the first argument of its check call, "00.1 ..." -> "00.1".
 _CHECK_ID = re.compile(r"check\.(?:equal|close|that)\(\s*[\"'](\d\d\.\d+[a-z]?)\b")
@@ -94,3 +110,43 @@ def get(exercise_id: str) -> Exercise:
                 return found[exercise_id]
             raise KeyError(f"no exercise {exercise_id!r} in lesson {lesson}; it has {', '.join(found)}")
     raise KeyError(f"no exercise {exercise_id!r}: exercises are numbered like '00.1' (the first exercise of 00_where_am_i)")
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What a learner reads of one exercise, in another language, and the English it translates."""
+
+    id: str  # "00.1"
+    lang: str  # "ko"
+    title: str  # the exercise's name after its id
+    hint: str  # the hint its check call passes
+    hints: tuple[str, ...]  # check.hint's hints, in the order of the English ones
+    english_title: str
+    english_hint: str
+    english_hints: tuple[str, ...]
+
+
+@lru_cache(maxsize=None)
+def translations(lesson: str, lang: str) -> dict[str, Translation]:
+    """The ``lang`` translation of every exercise of ``lesson``, by id; empty when there is none."""
+    import tomllib
+
+    path = resources.files(__name__).joinpath(lang, f"{lesson}.toml")
+    if not path.is_file():
+        return {}
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    out = {}
+    for exercise_id, entry in data.items():
+        english = entry.get("english", {})
+        out[exercise_id] = Translation(
+            exercise_id, lang, entry.get("title", ""), entry.get("hint", ""), tuple(entry.get("hints", ())),
+            english.get("title", ""), english.get("hint", ""), tuple(english.get("hints", ())))
+    return out
+
+
+def translation(exercise_id: str, lang: str) -> Translation | None:
+    """One exercise's ``lang`` translation (``translation("00.1", "ko")``); None when there is none."""
+    for lesson in lessons():
+        if lesson[:2] == str(exercise_id)[:2]:
+            return translations(lesson, lang).get(str(exercise_id))
+    return None
