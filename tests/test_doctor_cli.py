@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -62,6 +63,12 @@ def test_bad_flags_exit_2_with_a_usage_line(args):
     out = cli(*args)
     assert out.returncode == 2
     assert out.stderr.startswith("usage: python -m tpututor")
+
+
+def test_doctor_explain_in_an_unknown_language_exits_2_naming_the_languages():
+    out = cli("doctor", "--explain", "RuntimeError: x", "--lang", "fr")
+    assert out.returncode == 2 and out.stderr.startswith("usage: python -m tpututor doctor")
+    assert re.search(r"argument --lang: invalid choice: 'fr' \(choose from '?en'?, '?ko'?\)", out.stderr), out.stderr
 
 
 def test_chips_lists_the_table_with_sources():

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -395,3 +396,171 @@ def test_every_entry_is_linked_from_the_lesson_that_teaches_it():
     lessons = {lesson.topic: lesson.path.read_text() for lesson in catalog.lessons(ROOT / "notebooks")}
     unlinked = [e.id for e in errors.ENTRIES if f"{errors.ATLAS_URL}#{e.id})" not in lessons[e.lesson]]
     assert unlinked == [], "add them to the lesson's Further reading (see docs/writing_a_lesson.md)"
+
+
+# ------------------------------------------------------------------------ the atlas in Korean
+
+KO = tomllib.loads((ROOT / "tpututor" / "data" / "errors_ko.toml").read_text(encoding="utf-8"))
+CODE_SPAN = re.compile(r"`[^`\n]+`")
+NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)*(?![A-Za-z0-9_]|\.\d)")  # "8개" is 8; "v5e", "0.7.2" as such
+MONTHS = {name: str(n) for n, name in enumerate(("January", "February", "March", "April", "May", "June", "July",
+                                                 "August", "September", "October", "November", "December"), 1)}
+PROSE = ("title", "cause", "fix", "note")
+HANGUL = re.compile("[가-힣]")
+
+
+def _numbers(text: str) -> set[str]:
+    return set(NUMBER.findall(CODE_SPAN.sub(" ", text)))
+
+
+def _placeholders(template: str) -> list[str]:
+    return sorted(re.findall(r"\{(\w+)", template))
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_entry_has_korean_title_cause_and_fix_and_the_korean_names_no_other_entry():
+    assert set(KO["entries"]) == {e.id for e in ENTRIES}, "add or remove [entries.ID] in tpututor/data/errors_ko.toml"
+    for e in ENTRIES:
+        words = KO["entries"][e.id]
+        assert set(words) <= {*PROSE, "taught", "also", "versions"}, f"{e.id}: unknown fields {set(words)}"
+        for field in PROSE:
+            english, korean = getattr(e, field), words.get(field, "")
+            assert bool(korean) == bool(english), f"{e.id}: {field} is missing in Korean, or is Korean only"
+            assert not korean or HANGUL.search(korean), f"{e.id}: the Korean {field} has no Korean in it"
+        assert bool(words.get("taught")) == bool(e.taught), f"{e.id}: taught"
+        assert len(words.get("also", [])) == len(e.also), f"{e.id}: one Korean label per `also` text"
+        assert len(words.get("versions", e.versions)) == len(e.versions), f"{e.id}: one Korean item per version"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_the_korean_keeps_every_code_span_and_number_of_the_english(entry):
+    korean = errors.localized(entry, "ko")
+    pairs = [(getattr(entry, f), getattr(korean, f)) for f in PROSE] + \
+            [(where, label) for (where, _), (label, _) in zip(entry.also, korean.also)] + \
+            list(zip(entry.versions, korean.versions))
+    for english, translated in pairs:
+        assert Counter(CODE_SPAN.findall(translated)) == Counter(CODE_SPAN.findall(english)), (english, translated)
+        months = {n for name, n in MONTHS.items() if re.search(rf"\b{name}\b", english)}  # "March 2025": 2025년 3월
+        assert _numbers(translated) == _numbers(english) | months, (english, translated)
+    assert korean.message == entry.message and korean.variants == entry.variants and korean.example == entry.example
+    assert [text for _, text in korean.also] == [text for _, text in entry.also], "quoted texts stay in English"
+
+
+def test_the_korean_atlas_writes_glossary_terms_as_fixed():
+    from tpututor.course.translate import Glossary
+
+    glossary = Glossary.load(ROOT, "ko")
+    wrong = {f"{e.id}.{f}": glossary.violations(getattr(e, f), getattr(errors.localized(e, "ko"), f))
+             for e in ENTRIES for f in PROSE}
+    assert {k: v for k, v in wrong.items() if v} == {}, "see i18n/ko/glossary.tsv"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_the_korean_lesson_title_and_section_are_those_of_the_korean_lesson(entry):
+    [md] = (ROOT / "notebooks" / "ko").glob(f"[0-9][0-9]_{entry.lesson}.md")
+    text = md.read_text(encoding="utf-8")
+    title = re.search(r"^# \d+ · (.+)$", text, re.M).group(1)
+    assert KO["lessons"][entry.lesson] == title, f"[lessons] {entry.lesson} differs from {md.name}"
+    taught = errors.localized(entry, "ko").taught
+    if taught:
+        headings = {re.sub(r"^\d+\.\s+", "", h).replace("`", "").strip() for h in re.findall(r"^## (.+)$", text, re.M)}
+        assert taught in headings, f"{entry.id}: {md.name} has no section {taught!r}: {sorted(headings)}"
+        assert errors.where_taught(entry, "ko") == f'레슨 {md.name[:2]}({title}), "{taught}" 절'
+
+
+def test_the_korean_words_around_the_entries_fill_the_same_places_as_the_english():
+    english = errors._words("en")
+    korean = errors._words("ko")
+    for en_table, ko_table, name in zip(english, korean, ("text", "repro", "short")):
+        assert set(KO[name]) == set(en_table), f"[{name}] in errors_ko.toml: keys differ from the English"
+        for key, value in en_table.items():
+            assert _placeholders(KO[name][key]) == _placeholders(value), f"[{name}] {key}: placeholders differ"
+            assert HANGUL.search(ko_table[key]), f"[{name}] {key} is not in Korean"
+
+
+def test_the_korean_atlas_url_is_the_korean_page_next_to_the_english_one():
+    assert errors.ATLAS_URLS == {"en": errors.ATLAS_URL, "ko": errors.ATLAS_URL[: -len(".md")] + ".ko.md"}
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_doctor_explain_lang_ko_answers_in_korean_with_the_english_message(entry):
+    korean = errors.localized(entry, "ko")
+    out = _cli("--explain", entry.message, "--lang", "ko")
+    assert out.returncode == 0, out.stderr
+    flat = _flat(out.stdout)
+    assert flat.startswith("오류 아틀라스에서 일치하는 항목") and f"[{entry.id}; 메시지가 일치함]" in flat
+    for text in (korean.title, korean.cause, korean.fix, errors.where_taught(entry, "ko"), entry.message):
+        assert _flat(text) in flat, text
+    assert f"{errors.ATLAS_URLS['ko']}#{entry.id}" in flat and "Cause:" not in flat
+    found = json.loads(_cli("--explain", entry.message, "--lang", "ko", "--json").stdout)
+    assert found[0] == {"id": entry.id, "title": korean.title, "message": entry.message, "score": 1.0, "exact": True,
+                        "confident": True, "url": f"{errors.ATLAS_URLS['ko']}#{entry.id}", "cause": korean.cause,
+                        "fix": korean.fix, "taught": errors.where_taught(entry, "ko")}
+
+
+def test_doctor_explain_lang_ko_with_no_match_says_so_in_korean_and_points_to_the_korean_atlas():
+    out = _cli("--explain", "hello world, the cat sat on the mat", "--lang", "ko")
+    assert out.returncode == 1 and "일치하는 항목이 없습니다" in out.stdout and errors.ATLAS_URLS["ko"] in out.stdout
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_doctor_explain_in_english_is_what_it_was_with_or_without_lang_en(as_json):
+    text = "jax._src.core.ShardingTypeError: " + errors.get("jax-sharding-type-matmul").message
+    flags = ["--json"] if as_json else []
+    default, english = _cli("--explain", text, *flags), _cli("--explain", text, *flags, "--lang", "en")
+    assert default.returncode == english.returncode == 0 and default.stdout == english.stdout
+    matches = explain(text)
+    expected = json.dumps([m.to_dict() for m in matches], indent=2) if as_json else errors.format_matches(matches)
+    assert default.stdout == expected + "\n" and not HANGUL.search(default.stdout)
+
+
+def test_doctor_explain_refuses_an_unknown_language_naming_the_choices():
+    out = _cli("--explain", "x", "--lang", "fr")
+    assert out.returncode == 2 and re.search(r"invalid choice: 'fr' \(choose from '?en'?, '?ko'?\)", out.stderr)
+    out = _cli("--lang", "ko")
+    assert out.returncode == 2 and "--lang goes with --explain" in out.stderr
+
+
+@pytest.mark.parametrize("call", [lambda: explain("RuntimeError: x", lang="fr"),
+                                  lambda: errors.format_matches([], lang="fr"),
+                                  lambda: errors.render_page("fr"), lambda: errors.where_taught(ENTRIES[0], "fr"),
+                                  lambda: errors.localized(ENTRIES[0], "fr")],
+                         ids=["explain", "format_matches", "render_page", "where_taught", "localized"])
+def test_the_api_refuses_an_unknown_language_naming_the_choices(call):
+    with pytest.raises(ValueError, match="unknown language 'fr'; choose one of en, ko"):
+        call()
+
+
+def test_docs_errors_ko_md_is_generated_from_the_entries_and_their_korean():
+    page = ROOT / "docs" / "errors.ko.md"
+    assert page.read_text(encoding="utf-8") == errors.render_page("ko"), \
+        "docs/errors.ko.md is stale: python -m tpututor.course errors_page"
+
+
+def test_the_korean_page_lists_every_entry_with_its_english_message_and_korean_notes():
+    page = errors.render_page("ko")
+    note = re.compile(r"^> \*\*(TPU|GPU)에서는 \(여기서 확인하지 않음\):\*\* .*출처: \[[^\]]+\]\(https://[^)]+\), "
+                      r"\d{4}-\d{2}-\d{2}에 읽음\.", re.M)
+    for e in ENTRIES:
+        korean = errors.localized(e, "ko")
+        assert f'<a id="{e.id}"></a>' in page and e.message in page and f"### {korean.title}\n" in page
+        assert f"**원인.** {korean.cause}" in page and f"**해결.** {korean.fix}" in page
+    assert len(note.findall(page)) == sum(1 for e in ENTRIES if e.hardware)
+    assert page.startswith("<!--") and "\n# 오류 아틀라스\n" in page and "--lang ko" in page
+
+
+def test_the_course_command_writes_and_checks_both_pages(tmp_path):
+    from tpututor.course import errors_page
+
+    target = tmp_path / "errors.ko.md"
+    assert errors_page.main(["--lang", "ko", "--out", str(target)]) == 0
+    assert target.read_text(encoding="utf-8") == errors.render_page("ko")
+    with contextlib.redirect_stdout(open(os.devnull, "w")):
+        assert errors_page.main(["--check"]) == 0  # docs/errors.md and docs/errors.ko.md of this clone
+    target.write_text("old\n")
+    with contextlib.redirect_stderr(open(os.devnull, "w")):
+        assert errors_page.main(["--check", "--lang", "ko", "--out", str(target)]) == 1
+    assert errors_page.page_path(ROOT, "ko") == ROOT / "docs" / "errors.ko.md"

@@ -1,8 +1,8 @@
 """``python -m tpututor``: doctor, chips, bench, run and plan::
 
     python -m tpututor doctor [--json] [--no-probe] [--timeout S] [--preflight [--lesson NN_topic]]
-    python -m tpututor doctor --explain "<pasted error text>" [--json]   (--explain - reads stdin;
-                                                        exit 1 when no error atlas entry matches)
+    python -m tpututor doctor --explain "<pasted error text>" [--json] [--lang en|ko]   (--explain - reads
+                                                        stdin; exit 1 when no error atlas entry matches)
     python -m tpututor chips [--json]
     python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--calls K|auto] [--json]
     python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
@@ -29,6 +29,12 @@ from typing import Sequence
 from . import __version__
 
 
+def _atlas_languages() -> tuple[str, ...]:
+    from .errors import LANGS
+
+    return LANGS
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tpututor", description="Helpers for the tpututor course.")
     p.add_argument("--version", action="version", version=f"tpututor {__version__}")
@@ -48,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--explain", metavar="TEXT", default=None,
                    help="seen an error? paste it: the error atlas entries it matches, with cause and fix "
                         "('-' reads the text from standard input)")
+    d.add_argument("--lang", choices=_atlas_languages(), default=None,
+                   help="with --explain: the language of the answer (default en; the quoted message stays English)")
 
     c = sub.add_parser("chips", help="the chip table (TPUs and GPUs) with sources")
     c.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
@@ -243,6 +251,9 @@ def _doctor(args: argparse.Namespace) -> int:
 
     if args.explain is not None:
         return _explain(args)
+    if args.lang is not None:
+        print("python -m tpututor doctor: error: --lang goes with --explain", file=sys.stderr)
+        return 2
     if args.lesson and not args.preflight:
         print("python -m tpututor doctor: error: --lesson goes with --preflight", file=sys.stderr)
         return 2
@@ -265,17 +276,21 @@ def _explain(args: argparse.Namespace) -> int:
     from . import errors
 
     if args.preflight or args.lesson:
-        print("python -m tpututor doctor: error: --explain goes alone (with --json at most)", file=sys.stderr)
+        print("python -m tpututor doctor: error: --explain goes alone (with --json and --lang at most)",
+              file=sys.stderr)
         return 2
     text = args.explain
     if text == "-":  # bytes, so that binary input gets the clear message below, not a UnicodeDecodeError
         text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
     try:
-        matches = errors.explain(text)
+        matches = errors.explain(text, lang=args.lang or "en")
     except errors.BadText as exc:
         print(f"python -m tpututor doctor: error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps([m.to_dict() for m in matches], indent=2) if args.json else errors.format_matches(matches))
+    if args.json:
+        print(json.dumps([m.to_dict() for m in matches], indent=2, ensure_ascii=args.lang in (None, "en")))
+    else:
+        print(errors.format_matches(matches, lang=args.lang or "en"))
     return 0 if any(m.exact or m.confident for m in matches) else 1
 
 

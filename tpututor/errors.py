@@ -14,6 +14,11 @@ says so and cites its source with the date it was read. ::
 The same from a shell, on any machine with tpututor installed (Colab too, no clone needed):
 ``python -m tpututor doctor --explain "<the error text>"``. :func:`render_page` writes the atlas
 as a page (``python -m tpututor.course errors_page`` keeps ``docs/errors.md`` in step).
+
+The atlas speaks English and Korean (:data:`LANGS`): ``lang="ko"`` in :func:`explain`,
+:func:`format_matches`, :func:`where_taught` and :func:`render_page` (``doctor --explain ... --lang ko``,
+``docs/errors.ko.md``) gives each entry's title, cause, fix and notes in Korean, from
+``tpututor/data/errors_ko.toml``; the quoted messages stay in English, as the frameworks print them.
 Standard library only.
 """
 
@@ -23,13 +28,19 @@ import difflib
 import math
 import re
 import textwrap
-from dataclasses import asdict, dataclass
-from functools import lru_cache
+import tomllib
+import unicodedata
+from dataclasses import asdict, dataclass, replace
+from functools import cache, lru_cache
+from importlib import resources
 
-__all__ = ["Entry", "Match", "BadText", "ENTRIES", "ATLAS_URL", "POINTER", "get", "pieces", "quoted_in",
+__all__ = ["Entry", "Match", "BadText", "ENTRIES", "ATLAS_URL", "ATLAS_URLS", "LANGS", "POINTER", "get",
+           "localized", "pieces", "quoted_in",
            "explain", "format_matches", "where_taught", "render_page", "GAP", "REPRO"]
 
 ATLAS_URL = "https://github.com/tpututor/tpututor/blob/main/docs/errors.md"
+LANGS = ("en", "ko")  # the languages the atlas is written in: English, and Korean from data/errors_ko.toml
+ATLAS_URLS = {"en": ATLAS_URL, "ko": ATLAS_URL.removesuffix("errors.md") + "errors.ko.md"}  # the page per language
 POINTER = ('Seen an error? Paste it: python -m tpututor doctor --explain "<the error text>" '
            f"(or read the error atlas, {ATLAS_URL}).")
 GAP = "…"  # in a quoted message: a part that changes from run to run
@@ -1703,6 +1714,95 @@ def get(entry_id: str) -> Entry:
     raise KeyError(f"no error atlas entry {entry_id!r}; the entries are {', '.join(e.id for e in ENTRIES)}")
 
 
+# ------------------------------------------------------------------------------------ languages
+
+def _lang(lang: str) -> str:
+    if lang not in LANGS:
+        raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGS)}")
+    return lang
+
+
+@cache
+def _catalogue(lang: str) -> dict:
+    """The translation of the atlas into ``lang`` (not English): ``tpututor/data/errors_<lang>.toml``."""
+    return tomllib.loads(resources.files("tpututor").joinpath("data", f"errors_{lang}.toml")
+                         .read_text(encoding="utf-8"))
+
+
+@cache
+def localized(entry: Entry, lang: str = "en") -> Entry:
+    """The entry with its prose (title, cause, fix, taught, note, the labels of ``also``, versions said in
+    words) in ``lang``; the quoted messages, code and sources stay as they are. English is the entry itself."""
+    if _lang(lang) == "en":
+        return entry
+    words = _catalogue(lang)["entries"].get(entry.id, {})
+    labels = words.get("also", [])
+    also = tuple((labels[n] if n < len(labels) else where, text) for n, (where, text) in enumerate(entry.also))
+    versions = tuple(words.get("versions", entry.versions))
+    return replace(entry, also=also, versions=versions, **{field: words.get(field, getattr(entry, field))
+                                                           for field in ("title", "cause", "fix", "taught", "note")})
+
+
+# The words around the entries, in English; a translation has the same keys in its catalogue's [text].
+_TEXT = {
+    "one_match": "1 matching entry in the error atlas:",
+    "n_matches": "{n} matching entries in the error atlas, best first:",
+    "exact": "the message matches",
+    "fuzzy": "a fuzzy match, {score}",
+    "message": "Message:",
+    "cause": "Cause:",
+    "fix": "Fix:",
+    "course": "Course:",
+    "proof": "Proof:",
+    "more": "More:",
+    "source": "; source: {url}",
+    "near": " The closest topics in the atlas, which may be unrelated: {topics}.",
+    "no_match": "No entry in the error atlas matches this text: the atlas does not say what causes it.{near} Read "
+                "the atlas: {url} ({page} in a clone); or search the framework's issue tracker for the message's "
+                "first line, without the numbers and paths that are yours.",
+    "lesson": "lesson {number} ({title})",
+    "nearest_lesson": "the {title} lesson",
+    "section": '{lesson}, section "{taught}"',
+    "not_taught": "not taught in a lesson yet; nearest: {lesson}",
+    "page_comment": "<!-- Generated from tpututor/errors.py by `python -m tpututor.course errors_page`: edit the "
+                    "entries there. -->",
+    "page_title": "# Error atlas",
+    "page_intro": "The TPU and XLA errors learners paste into a search box, each with what causes it, how to fix it "
+                  "and where the course teaches it. Every message is quoted as the versions under *Seen with* "
+                  "print it; `{gap}` marks a part that changes from run to run (a number, a path, a name). {cpu} "
+                  "of the {total} entries happen on a CPU too: each comes with the code that produces it and the "
+                  "code that fixes it, and `tests/test_errors.py` runs both, so a framework upgrade that rewords "
+                  "a message fails CI and the entry gets updated. {faked} more are produced by the framework's "
+                  "own code with its hardware check faked. The rest need a TPU (or a mismatched install) and "
+                  "cite their source.",
+    "page_seen": "**Seen an error?** Paste it: `python -m tpututor doctor --explain \"<the error text>\"` (or "
+                 "`--explain -` to read it from standard input) finds the matching entries and prints the cause "
+                 "and the fix, on any machine with tpututor installed, Colab included.",
+    "page_table": "| Entry | The message starts | Proof |",
+    "silent": "Nothing is printed: this is the symptom.",
+    "cause_label": "**Cause.**",
+    "fix_label": "**Fix.**",
+    "reproduce": "**Reproduce it** ({repro}; {check} `tests/test_errors.py`):",
+    "asserted": "asserted by",
+    "text_asserted": "its text asserted by",
+    "fixed": "**Fixed:**",
+    "in_course": "**In the course:** {where}. **Seen with:** {versions}. **Id:** `{id}`.",
+    "hardware_note": "> **On a {hardware} (not checked here):** {note} {cited}",
+    "cited": "Source: {ref}, read {read}.",
+    "cited_also": " Also: {ref}, read {read}.",
+}
+_SHORT = {"cpu": "reproduced", "faked": "reproduced, faked input", "tpu": "needs a TPU; sourced",
+          "gpu": "needs a GPU; sourced", "install": "needs another install; sourced"}
+
+
+def _words(lang: str) -> tuple[dict, dict, dict]:
+    """(the words around the entries, REPRO, the page's short REPRO) in ``lang``."""
+    if _lang(lang) == "en":
+        return _TEXT, REPRO, _SHORT
+    catalogue = _catalogue(lang)
+    return {**_TEXT, **catalogue["text"]}, {**REPRO, **catalogue["repro"]}, {**_SHORT, **catalogue["short"]}
+
+
 # ------------------------------------------------------------------------------------ matching
 
 class BadText(ValueError):
@@ -1715,12 +1815,18 @@ class Match:
     score: float  # 1.0: the quoted message is in the text; below 1: how much of it (or of the text) agrees
     exact: bool
     confident: bool = True  # False: only a nearby topic, the atlas does not hold this error (no cause claimed)
+    lang: str = "en"  # the language of to_dict's prose (a key of LANGS)
 
     def to_dict(self) -> dict:
-        out = {"id": self.entry.id, "title": self.entry.title, "score": round(self.score, 3),
-               "exact": self.exact, "confident": self.confident, "url": f"{ATLAS_URL}#{self.entry.id}"}
+        """The match as JSON: in another language than English, with the quoted (English) ``message`` too."""
+        entry = localized(self.entry, self.lang)
+        out = {"id": entry.id, "title": entry.title}
+        if self.lang != "en":
+            out["message"] = entry.message
+        out.update(score=round(self.score, 3), exact=self.exact, confident=self.confident,
+                   url=f"{ATLAS_URLS[self.lang]}#{entry.id}")
         if self.confident:
-            out.update(cause=self.entry.cause, fix=self.entry.fix, taught=where_taught(self.entry))
+            out.update(cause=entry.cause, fix=entry.fix, taught=where_taught(self.entry, self.lang))
         return out
 
 
@@ -1818,13 +1924,16 @@ def _check(text: object) -> str:
     return text
 
 
-def explain(text: str, *, limit: int = 3) -> list[Match]:
+def explain(text: str, *, limit: int = 3, lang: str = "en") -> list[Match]:
     """The atlas entries that match a pasted error text, best first (an empty list when none does).
 
     An entry matches exactly when its quoted message is in the text; otherwise by how many of its
     message's words the text has, or how many of the text's words point to it (typos forgiven), so a
     paraphrase or a half-remembered message works too. Raises :class:`BadText` for empty or binary input.
+    Matching reads English (the frameworks' language); ``lang`` (one of :data:`LANGS`, else ValueError)
+    is the language of the matches' prose (``Match.to_dict``, :func:`format_matches`).
     """
+    _lang(lang)
     text = _check(text)
     index = _index()
     words = []  # per word of the text, the atlas tokens it stands for (a typo is read as its closest token)
@@ -1844,7 +1953,7 @@ def explain(text: str, *, limit: int = 3) -> list[Match]:
     scored = []
     for entry in ENTRIES:
         if any(quoted_in(m, text, loose=True) for m in entry.texts):
-            scored.append(Match(entry, 1.0, True))
+            scored.append(Match(entry, 1.0, True, lang=lang))
             continue
         recall = max(sum(index.idf.get(t, 0) for t in tokens & query) / (sum(index.idf.get(t, 0) for t in tokens)
                                                                           or 1)
@@ -1856,7 +1965,7 @@ def explain(text: str, *, limit: int = 3) -> list[Match]:
         evidence = min(1.0, hit / 7.0)  # two or three telling words, not two common ones
         score = min(0.99, max(recall, coverage * evidence))  # 1.0 is kept for the quoted message itself
         if score >= 0.45:
-            scored.append(Match(entry, score, False, _confident(score, words, text)))
+            scored.append(Match(entry, score, False, _confident(score, words, text), lang))
     scored.sort(key=lambda m: (not m.exact, not m.confident, -m.score, m.entry.id))
     if scored:
         best = scored[0].score
@@ -1905,109 +2014,133 @@ def _lesson_names() -> dict[str, tuple[str, str]]:
     return {name.split("_", 1)[1]: (name.split("_", 1)[0], meta["title"]) for name, meta in table().items()}
 
 
-def where_taught(entry: Entry) -> str:
-    """'lesson 03 (XLA compilation and fusion), section "Recompilation"', or the nearest lesson."""
+def where_taught(entry: Entry, lang: str = "en") -> str:
+    """'lesson 03 (XLA compilation and fusion), section "Recompilation"', or the nearest lesson; in ``lang``."""
+    text = _words(lang)[0]
     number, title = _lesson_names().get(entry.lesson, ("", entry.lesson.replace("_", " ")))
-    lesson = f"lesson {number} ({title})" if number else f"the {title} lesson"
-    return f'{lesson}, section "{entry.taught}"' if entry.taught else f"not taught in a lesson yet; nearest: {lesson}"
+    if lang != "en":
+        title = _catalogue(lang)["lessons"].get(entry.lesson, title)
+    lesson = text["lesson"].format(number=number, title=title) if number else text["nearest_lesson"].format(title=title)
+    taught = localized(entry, lang).taught
+    return text["section"].format(lesson=lesson, taught=taught) if taught else text["not_taught"].format(lesson=lesson)
 
 
-def format_matches(matches: list[Match], width: int = 100) -> str:
-    """Text for a terminal: each match's cause, fix and where the course teaches it; or where to look."""
+def _width(text: str) -> int:
+    """Columns a terminal gives ``text``: two for a wide (East Asian) character."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _fill(text: str, width: int, initial_indent: str = "", subsequent_indent: str = "") -> str:
+    """textwrap.fill by terminal columns, for text with wide characters (Korean): breaks at spaces only."""
+    lines, line = [], initial_indent
+    for word in text.split():
+        if line.strip() and _width(line) + 1 + _width(word) > width:
+            lines.append(line)
+            line = subsequent_indent + word
+        else:
+            line += (" " if line.strip() else "") + word
+    return "\n".join([*lines, line])
+
+
+def format_matches(matches: list[Match], width: int = 100, *, lang: str | None = None) -> str:
+    """Text for a terminal: each match's cause, fix and where the course teaches it; or where to look.
+    ``lang`` (one of :data:`LANGS`) defaults to the matches' own (English when there are none); in another
+    language than English each match also shows the quoted message, which stays in English."""
+    lang = _lang(lang) if lang is not None else (matches[0].lang if matches else "en")
+    text, repro, _ = _words(lang)
+    url = ATLAS_URLS[lang]
     if not any(m.exact or m.confident for m in matches):
         near = ""
         if matches:
-            near = (" The closest topics in the atlas, which may be unrelated: "
-                    + "; ".join(f"{m.entry.title} ({ATLAS_URL}#{m.entry.id})" for m in matches) + ".")
-        return textwrap.fill("No entry in the error atlas matches this text: the atlas does not say what "
-                             f"causes it.{near} Read the atlas: "
-                             f"{ATLAS_URL} (docs/errors.md in a clone); or search the framework's issue "
-                             "tracker for the message's first line, without the numbers and paths that are "
-                             "yours.", width, break_on_hyphens=False, break_long_words=False)
-
-    def para(label: str, body: str) -> str:
-        return textwrap.fill(body, width, initial_indent=f"   {label:<8}", subsequent_indent=" " * 11,
+            near = text["near"].format(topics="; ".join(f"{localized(m.entry, lang).title} ({url}#{m.entry.id})"
+                                                        for m in matches))
+        page = "docs/" + url.rsplit("/", 1)[1]
+        if lang != "en":
+            return _fill(text["no_match"].format(near=near, url=url, page=page), width)
+        return textwrap.fill(text["no_match"].format(near=near, url=url, page=page), width,
                              break_on_hyphens=False, break_long_words=False)
 
-    out = ["1 matching entry in the error atlas:" if len(matches) == 1 else
-           f"{len(matches)} matching entries in the error atlas, best first:"]
+    def para(label: str, body: str) -> str:
+        label = text[label]
+        indent = "   " + label + " " * max(0, 8 - _width(label))
+        if lang != "en":
+            return _fill(body, width, indent, " " * 11)
+        return textwrap.fill(body, width, initial_indent=indent, subsequent_indent=" " * 11,
+                             break_on_hyphens=False, break_long_words=False)
+
+    out = [text["one_match"] if len(matches) == 1 else text["n_matches"].format(n=len(matches))]
     for n, m in enumerate(matches, 1):
-        e = m.entry
-        how = "the message matches" if m.exact else f"a fuzzy match, {m.score:.0%}"
-        out += ["", textwrap.fill(f"{n}. {e.framework}: {e.title} [{e.id}; {how}]", width,
-                                  subsequent_indent="   "),
-                para("Cause:", e.cause), para("Fix:", e.fix),
-                para("Course:", where_taught(e)),
-                para("Proof:", REPRO[e.repro] + (f"; source: {e.sources[0][1]}" if e.sources else "")),
-                para("More:", f"{ATLAS_URL}#{e.id}")]
+        e = localized(m.entry, lang)
+        how = text["exact"] if m.exact else text["fuzzy"].format(score=f"{m.score:.0%}")
+        head = f"{n}. {e.framework}: {e.title} [{e.id}; {how}]"
+        out += ["", textwrap.fill(head, width, subsequent_indent="   ") if lang == "en" else _fill(head, width, "", "   ")]
+        if lang != "en":
+            out.append(para("message", e.message))
+        out += [para("cause", e.cause), para("fix", e.fix),
+                para("course", where_taught(m.entry, lang)),
+                para("proof", repro[e.repro] + (text["source"].format(url=e.sources[0][1]) if e.sources else "")),
+                para("more", f"{url}#{e.id}")]
     return "\n".join(out)
 
 
 _GROUPS = ("JAX", "TPU runtime (libtpu)", "TensorFlow", "PyTorch/XLA")
 
 
-def _note(entry: Entry) -> str:
+def _note(entry: Entry, lang: str = "en") -> str:
     """The sourced part of an entry, in the course's note style when it is about a TPU or a GPU."""
     if not entry.sources:
         return ""
+    text = _words(lang)[0]
     refs = [f"[{title}]({url})" for title, url in entry.sources]
-    cited = f"Source: {refs[0]}, read {entry.read}." + "".join(f" Also: {r}, read {entry.read}." for r in refs[1:])
+    cited = text["cited"].format(ref=refs[0], read=entry.read) + "".join(
+        text["cited_also"].format(ref=r, read=entry.read) for r in refs[1:])
     if entry.hardware:
-        return f"> **On a {entry.hardware} (not checked here):** {entry.note} {cited}"
+        return text["hardware_note"].format(hardware=entry.hardware, note=entry.note, cited=cited)
     return f"{entry.note} {cited}"
 
 
-def render_page() -> str:
-    """The atlas as a Markdown page (``docs/errors.md``), generated from :data:`ENTRIES`."""
+def render_page(lang: str = "en") -> str:
+    """The atlas as a Markdown page, generated from :data:`ENTRIES`: ``docs/errors.md``, or with ``lang="ko"``
+    ``docs/errors.ko.md`` (the prose in Korean, the quoted messages and the code as in English)."""
+    text, repro, short = _words(lang)
     cpu = [e for e in ENTRIES if e.repro == "cpu"]
     faked = [e for e in ENTRIES if e.repro == "faked"]
     lines = [
-        "<!-- Generated from tpututor/errors.py by `python -m tpututor.course errors_page`: edit the entries "
-        "there. -->",
+        text["page_comment"],
         "",
-        "# Error atlas",
+        text["page_title"],
         "",
-        "The TPU and XLA errors learners paste into a search box, each with what causes it, how to fix it and "
-        "where the course teaches it. Every message is quoted as the versions under *Seen with* print it; "
-        f"`{GAP}` marks a part that changes from run to run (a number, a path, a name). {len(cpu)} of the "
-        f"{len(ENTRIES)} entries happen on a CPU too: each comes with the code that produces it and the code "
-        "that fixes it, and `tests/test_errors.py` runs both, so a framework upgrade that rewords a message "
-        f"fails CI and the entry gets updated. {len(faked)} more are produced by the framework's own code with "
-        "its hardware check faked. The rest need a TPU (or a mismatched install) and cite their source.",
+        text["page_intro"].format(gap=GAP, cpu=len(cpu), total=len(ENTRIES), faked=len(faked)),
         "",
-        f"**Seen an error?** Paste it: `python -m tpututor doctor --explain \"<the error text>\"` (or "
-        "`--explain -` to read it from standard input) finds the matching entries and prints the cause and "
-        "the fix, on any machine with tpututor installed, Colab included.",
+        text["page_seen"],
         "",
-        "| Entry | The message starts | Proof |",
+        text["page_table"],
         "|---|---|---|",
     ]
-    short = {"cpu": "reproduced", "faked": "reproduced, faked input", "tpu": "needs a TPU; sourced",
-             "gpu": "needs a GPU; sourced", "install": "needs another install; sourced"}
-    for e in sorted(ENTRIES, key=lambda e: _GROUPS.index(e.framework)):
+    for e in sorted((localized(e, lang) for e in ENTRIES), key=lambda e: _GROUPS.index(e.framework)):
         start = e.message if len(e.message) <= 60 else e.message[:57].rsplit(" ", 1)[0] + " " + GAP
         start = start.replace("`", "'").replace("|", "\\|")
         lines.append(f"| [{e.title.replace('|', '/')}](#{e.id}) | `{start}` | {short[e.repro]} |")
     for group in _GROUPS:
         lines += ["", f"## {group}"]
-        for e in [e for e in ENTRIES if e.framework == group]:
+        for original in [e for e in ENTRIES if e.framework == group]:
+            e = localized(original, lang)
             lines += ["", f'<a id="{e.id}"></a>', "", f"### {e.title}", "", "```text", e.message, *e.variants,
                       "```"]
             if e.silent:
-                lines += ["", "Nothing is printed: this is the symptom."]
-            for where, text in e.also:
-                lines += ["", f"{where}:", "", "```text", text, "```"]
-            lines += ["", f"**Cause.** {e.cause}", "", f"**Fix.** {e.fix}"]
+                lines += ["", text["silent"]]
+            for where, quoted in e.also:
+                lines += ["", f"{where}:", "", "```text", quoted, "```"]
+            lines += ["", f"{text['cause_label']} {e.cause}", "", f"{text['fix_label']} {e.fix}"]
             if e.example:
-                check = "asserted by" if e.repro == "cpu" else "its text asserted by"
-                lines += ["", f"**Reproduce it** ({REPRO[e.repro]}; {check} `tests/test_errors.py`):", "",
+                check = text["asserted"] if e.repro == "cpu" else text["text_asserted"]
+                lines += ["", text["reproduce"].format(repro=repro[e.repro], check=check), "",
                           "```python", e.example.rstrip(), "```"]
             if e.fixed:
-                lines += ["", "**Fixed:**", "", "```python", e.fixed.rstrip(), "```"]
-            where = where_taught(e)
-            lines += ["", f"**In the course:** {where}. "
-                          f"**Seen with:** {', '.join(e.versions)}. **Id:** `{e.id}`."]
-            note = _note(e)
+                lines += ["", text["fixed"], "", "```python", e.fixed.rstrip(), "```"]
+            lines += ["", text["in_course"].format(where=where_taught(original, lang), versions=", ".join(e.versions),
+                                                   id=e.id)]
+            note = _note(e, lang)
             if note:
                 lines += ["", note]
     return "\n".join(lines) + "\n"

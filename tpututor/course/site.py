@@ -13,7 +13,8 @@ non-zero. Warnings are errors (``sphinx-build -W``).
 The build takes a language: ``--lang ko`` writes ``build/site/ko/`` from the Korean edition. A
 translated lesson's code is the English code, so its page shows the English run's outputs under the
 translated prose (or the outputs of an executed Korean notebook, where ``<executed>/ko/`` has one);
-every page links to the other languages in its header.
+every page links to the other languages in its header. A guide in another language is
+``docs/<name>.<lang>.md`` (``docs/errors.ko.md``, the Korean error atlas) or ``docs/<lang>/<name>.md``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Sequence
 
 from . import catalog, stamp
 
-__all__ = ["LANGUAGES", "build", "learner_modules", "main"]
+__all__ = ["LANGUAGES", "build", "guide_page", "learner_modules", "main"]
 
 LANGUAGES = {"en": "English", "ko": "한국어"}
 # The launch badges, drawn here, so that a page makes no request to another site (the links still go there).
@@ -57,6 +58,13 @@ def learner_modules() -> list[str]:
 
     return sorted(m.name for m in pkgutil.iter_modules(tpututor.__path__) if not m.name.startswith("_")
                   and m.name not in ("course",))
+
+
+def guide_page(root: Path, name: str, lang: str) -> Path | None:
+    """A guide's page in ``lang`` (``docs/<name>.md``; ``docs/<name>.<lang>.md`` or ``docs/<lang>/<name>.md``
+    in another language), or None where the clone has none."""
+    places = [f"{name}.md"] if lang == "en" else [f"{name}.{lang}.md", f"{lang}/{name}.md"]
+    return next((root / "docs" / place for place in places if (root / "docs" / place).exists()), None)
 
 
 def _landing(lessons: Sequence[catalog.Lesson], lang: str, s: stamp.Settings, guides: Sequence[str]) -> str:
@@ -249,8 +257,8 @@ def build(executed_dir: Path, out: Path, lang: str = "en", languages: Sequence[s
         nbformat.write(nb, src / "lessons" / lesson.notebook.name)
     guides = []
     for name in ("workshop", "errors", "writing_a_lesson"):
-        page = root / "docs" / (f"{name}.md" if lang == "en" else f"{lang}/{name}.md")
-        if page.exists():  # HTML anchors (what GitHub shows) become MyST targets (what Sphinx links to)
+        page = guide_page(root, name, lang)
+        if page is not None:  # HTML anchors (what GitHub shows) become MyST targets (what Sphinx links to)
             text = re.sub(r'^<a id="([\w-]+)"></a>$', r"(\1)=", page.read_text(), flags=re.M)
             (src / f"{name}.md").write_text(text)
             guides.append(name)
