@@ -5,7 +5,7 @@
 #   make lab        JupyterLab on notebooks/ (a .md opens as a notebook)
 #   make sync       pair notebooks/*.md and *.ipynb with Jupytext, outputs stripped
 #   make site       the course as a website in build/site/ (after make run), English and Korean
-#   make translations  the Korean edition regenerated from the English and i18n/ko (docs/translating.md)
+#   make translations  the Korean edition (lessons, instructor guide, error atlas) regenerated (docs/translating.md)
 #   make badges     stamp headings, badges, lesson cards, setup cells and the README table from the lessons' front matter
 #   make release    tag v<version> once the setup cells, badges and version agree
 #   make clean      remove build outputs; make distclean also removes .venv
@@ -138,6 +138,8 @@ site: $(STAMP)
 translations: $(STAMP)
 	$(PY) -m tpututor.course translate update
 	$(PY) -m tpututor.course translate build
+	$(PY) -m tpututor.course workshop
+	$(PY) -m tpututor.course errors_page
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)

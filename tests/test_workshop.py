@@ -257,6 +257,30 @@ def test_guide_is_in_sync_with_the_lessons_and_the_timings():
     assert (ROOT / "docs" / "workshop.md").read_text() == expected, "run python -m tpututor.course workshop"
 
 
+def test_the_korean_guide_is_in_sync_with_the_korean_lessons_and_the_timings():
+    timings = json.loads((ROOT / "docs" / "timings.json").read_text())
+    korean = catalog.lessons(NOTEBOOKS / "ko")
+    assert [lesson.stem for lesson in korean] == [lesson.stem for lesson in CATALOG], "run make translations"
+    expected = workshop.guide(korean, timings, "ko")
+    assert (ROOT / "docs" / "workshop.ko.md").read_text() == expected, (
+        "run python -m tpututor.course workshop (after make translations)")
+    for lesson in korean:  # the Korean titles and objectives, from the Korean front matter
+        assert f"### {lesson.heading}" in expected and all(f"  - {goal}" in expected for goal in lesson.objectives)
+
+
+def test_every_translated_guide_says_every_situation_and_runtime_in_its_language():
+    situations = {m.description for m in fakes.MACHINES.values()} | {
+        "a Cloud TPU VM where JAX starts on the CPU", "torch_xla beside a torch it was not built for",
+        "a TPU type in the environment but no chip visible"}
+    for lang, text in workshop.TEXT.items():
+        assert text.keys() == workshop.TEXT["en"].keys(), lang
+        assert text["runtime"].keys() == catalog.DEVICES.keys(), lang
+        assert len(text["more_failures"]) == len(workshop.TEXT["en"]["more_failures"]), lang
+        if lang != "en":
+            assert not situations - text["situations"].keys(), (
+                f"workshop.TEXT[{lang!r}]['situations'] lacks a translation of {situations - text['situations'].keys()}")
+
+
 def test_agendas_fit_their_day_and_the_whole_course_covers_every_lesson():
     text = (ROOT / "docs" / "workshop.md").read_text()
     half = text.split("### Half day")[1].split("###")[0]
