@@ -167,6 +167,48 @@ def test_the_korean_site_shows_korean_prose_over_the_same_outputs_and_links_the_
     assert any("notebooks/ko/" in u for u in links) and any(f"i18n/ko/{stem}.po" in u for u in links)
 
 
+@pytest.mark.skipif(LANGS == ("en",), reason="no Korean edition in notebooks/ko/ yet")
+def test_the_korean_pages_draw_hangul_glyphs_not_empty_boxes(served, browser):
+    # Without a Korean font every syllable is drawn as the same "missing glyph" box, so two different
+    # syllables in the page's own font give the same pixels; `make system` installs fonts-noto-cjk.
+    base, _ = served
+    page = browser.new_page()
+    page.goto(f"{base}/ko/lessons/{LESSON_IDS[0]}.html", wait_until="load")
+    drawn = page.evaluate("""() => {
+        const font = getComputedStyle(document.querySelector('main p')).fontFamily;
+        const draw = (text) => {
+            const canvas = document.createElement('canvas');
+            canvas.width = 64; canvas.height = 64;
+            const ctx = canvas.getContext('2d');
+            ctx.font = `40px ${font}`;
+            ctx.fillText(text, 4, 48);
+            return Array.from(ctx.getImageData(0, 0, 64, 64).data).join(',');
+        };
+        return {ga: draw('가'), han: draw('한'), missing: draw('\\u{10FFFD}')};
+    }""")
+    assert drawn["ga"] != drawn["han"], "two Hangul syllables drew the same box: no Korean font (make system)"
+    assert drawn["han"] != drawn["missing"], "Hangul drew as a missing glyph: no Korean font (make system)"
+
+
+def test_each_site_takes_the_error_atlas_page_of_its_own_language():
+    assert site.guide_page(ROOT, "errors", "en") == ROOT / "docs" / "errors.md"
+    assert site.guide_page(ROOT, "errors", "ko") == ROOT / "docs" / "errors.ko.md"
+    assert site.guide_page(ROOT, "no-such-guide", "ko") is None
+
+
+@pytest.mark.skipif(LANGS == ("en",), reason="no Korean edition in notebooks/ko/ yet")
+def test_the_korean_site_links_its_korean_error_atlas(served, browser):
+    base, _ = served
+    page = browser.new_page()
+    page.goto(f"{base}/ko/index.html", wait_until="load")
+    hrefs = page.evaluate("() => [...document.querySelectorAll('main a')].map(a => a.getAttribute('href'))")
+    assert "errors.html" in hrefs, "the Korean landing page's guides list the error atlas"
+    page.goto(f"{base}/ko/errors.html", wait_until="load")
+    text = page.inner_text("main")
+    assert "오류 아틀라스" in text and "TracerBoolConversionError" in text, "Korean prose, the English messages"
+    assert page.locator("#jax-tracer-bool").count() == 1, "the entries keep their anchors"
+
+
 def test_every_page_names_an_icon_that_loads_so_no_browser_asks_for_favicon_ico(served):
     # Without a <link rel="icon">, Chromium fetches /favicon.ico; a 404 there is a console error on
     # whichever page it lands, at a time of the browser's choosing.
