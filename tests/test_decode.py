@@ -294,7 +294,7 @@ def test_gqa_shrinks_the_cache_and_the_key_value_weights():
 
 def test_costs_follow_the_shapes_and_the_bound_is_bytes_over_bandwidth():
     cost = decode.decode_cost(CFG, 4, 64)
-    n = 2 * CFG.n_layers * (4 * 64 * 64 + 2 * 64 * 256) + 2 * 64 * 128
+    n = 2 * CFG.n_layers * (4 * 64 * 64 + 2 * 64 * 256) + 2 * 64 * CFG.vocab
     assert cost.bytes == n + 4 * 64 * decode.kv_bytes_per_token(CFG)
     assert decode.decode_cost(CFG, 1, 64).intensity < 1.5 < decode.prefill_cost(CFG, 1, 64).intensity
     assert decode.min_step_seconds(CFG, 4, 64, 1e9) == pytest.approx(cost.bytes / 1e9)
