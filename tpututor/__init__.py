@@ -37,6 +37,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``check``: self-checking exercises (PASSED, FAILED, NOT ATTEMPTED), ``check.hint`` and ``check.solution``
 - ``exercises``: the lessons' worked answers, hints and known-wrong answers, out of the learner's sight
 - ``config``: the run profile (``full`` or ``ci``)
+- ``validate``: the argument checks helpers share (one message for a bad size wherever it is given)
 - ``cli``: ``python -m tpututor`` (doctor, chips, bench, run, plan, launch)
 
 ``tpututor.course`` is the course tooling (stamping, the lesson runner, the student build, the

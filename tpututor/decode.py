@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from . import hardware, mfu, roofline
+from .validate import positive_ints
 
 __all__ = ["CacheFull", "SlotsFull", "PageTableError", "Cost", "kv_bytes_per_token", "matmul_weights", "weight_bytes",
            "params_bytes", "memory_bytes", "max_batch", "decode_cost", "prefill_cost", "min_step_seconds", "critical_batch", "serving_params", "random_params",
@@ -72,10 +73,6 @@ class Cost:
         return self.flops / self.bytes
 
 
-def _positive(**values: int) -> None:
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _kv_heads(cfg: Any, kv_heads: int | None) -> int:
@@ -122,7 +119,7 @@ def memory_bytes(cfg: Any, batch: int, context: int, *, bytes_per_weight: float 
 
     Activations are left out: at decode they are a few rows per layer (scaling-book, inference chapter).
     """
-    _positive(batch=batch, context=context)
+    positive_ints(batch=batch, context=context)
     return (params_bytes(cfg, bytes_per_weight, kv_heads=kv_heads)
             + batch * context * kv_bytes_per_token(cfg, kv_bytes, kv_heads=kv_heads))
 
@@ -136,7 +133,7 @@ def max_batch(cfg: Any, context: int, chip: str | hardware.Chip = "v5e", *, chip
     chip), for a chip whose usable memory is less than its nominal one. Scaling-book's LLaMA-2-13B
     on eight v5e chips at 8192 tokens: 16 ("We OOM beyond batch size 16").
     """
-    _positive(context=context, chips=chips)
+    positive_ints(context=context, chips=chips)
     if hbm_bytes is None:
         chip = hardware.lookup(chip) if isinstance(chip, str) else chip
         if not chip.hbm_bytes:
@@ -157,7 +154,7 @@ def decode_cost(cfg: Any, batch: int, context: int, *, bytes_per_weight: float =
     same for GQA: every query head still meets every cached position). Bytes: every weight once,
     plus each sequence's cache of ``context`` tokens.
     """
-    _positive(batch=batch, context=context)
+    positive_ints(batch=batch, context=context)
     flops = 2 * matmul_weights(cfg, kv_heads=kv_heads) * batch + 4 * cfg.n_layers * cfg.d_model * context * batch
     nbytes = (weight_bytes(cfg, bytes_per_weight, kv_heads=kv_heads)
               + batch * context * kv_bytes_per_token(cfg, kv_bytes, kv_heads=kv_heads))
@@ -171,7 +168,7 @@ def prefill_cost(cfg: Any, batch: int, tokens: int, *, bytes_per_weight: float =
     FLOPs: 2·N per token and 4·L·d·T²/2 per prompt for attention. Bytes: every weight once, plus
     the cache written for every prompt token.
     """
-    _positive(batch=batch, tokens=tokens)
+    positive_ints(batch=batch, tokens=tokens)
     flops = (2 * matmul_weights(cfg, kv_heads=kv_heads) * batch * tokens
              + 2 * cfg.n_layers * cfg.d_model * tokens * tokens * batch)
     nbytes = (weight_bytes(cfg, bytes_per_weight, kv_heads=kv_heads)
@@ -254,7 +251,7 @@ def init_cache(cfg: Any, batch: int, length: int | None = None, dtype: str | Non
     import jax.numpy as jnp
 
     length = cfg.seq_len if length is None else length
-    _positive(batch=batch, length=length)
+    positive_ints(batch=batch, length=length)
     if length > cfg.seq_len:
         raise CacheFull(f"a cache of {length} positions is longer than the model's position table "
                         f"(seq_len={cfg.seq_len}): use length <= {cfg.seq_len}")
@@ -437,7 +434,7 @@ def bucket(n: int, limit: int) -> int:
     Every padded length is a program shape XLA compiles once, so prompts of any length up to
     ``limit`` cost about log2(limit / 8) + 1 prefill compilations instead of one per length.
     """
-    _positive(n=n, limit=limit)
+    positive_ints(n=n, limit=limit)
     if n > limit:
         raise CacheFull(f"a prompt of {n} tokens is longer than the {limit} positions it may be padded to")
     return min(limit, max(8, 1 << (n - 1).bit_length()))
@@ -586,7 +583,7 @@ class Batcher:
         import jax.numpy as jnp
         import numpy as np
 
-        _positive(slots=slots)
+        positive_ints(slots=slots)
         self.params, self.cfg, self.slots = params, cfg, slots
         self.cache_len = cache_len or cfg.seq_len
         self.cache = init_cache(cfg, slots, self.cache_len)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
 from . import hardware, roofline
+from .validate import positive_ints
 
 __all__ = [
     "VMEM_MIB", "LANES", "SUBLANES", "vmem_capacity", "check_tile", "tile_ok", "suggest_blocks", "grid_steps", "block_indices",
@@ -55,10 +56,6 @@ LANES, SUBLANES = 128, 8  # a vector register is 8 sublanes x 128 lanes of 32-bi
 SOFTMAX_FLOPS_PER_ELEMENT = 5  # max compare, subtract, exp, add (row sum), divide; exp counted as one
 
 
-def _positive(**values: int) -> None:
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _dims(name: str, dims: Sequence[int]) -> tuple[int, ...]:
@@ -371,7 +368,7 @@ def grid_cost(name: str, grid: Sequence[int], operands: Sequence[Operand], *, fl
     many VMEM buffers each blocked operand gets (2: double buffering).
     """
     grid = _dims("grid", grid)
-    _positive(buffers=buffers)
+    positive_ints(buffers=buffers)
     if not isinstance(flops_per_step, int) or flops_per_step < 0:
         raise ValueError(f"flops_per_step must be a non-negative integer, got {flops_per_step!r}")
     if scratch_bytes < 0:
@@ -389,7 +386,7 @@ def grid_cost(name: str, grid: Sequence[int], operands: Sequence[Operand], *, fl
 
 
 def _divides(what: str, size: int, block: int) -> int:
-    _positive(**{what: size, f"block for {what}": block})
+    positive_ints(**{what: size, f"block for {what}": block})
     if size % block:
         raise ValueError(f"block {block} does not divide {what}={size}; choose a block size that divides it")
     return size // block
@@ -399,7 +396,7 @@ def elementwise_cost(shape: Sequence[int], block: Sequence[int], *, inputs: int 
                      flops_per_element: int = 1) -> KernelCost:
     """An elementwise kernel on 2-D blocks: every input read once, the output written once."""
     shape, block = _dims("shape", shape), _dims("block", block)
-    _positive(inputs=inputs, flops_per_element=flops_per_element)
+    positive_ints(inputs=inputs, flops_per_element=flops_per_element)
     if len(shape) != 2 or len(block) != 2:
         raise ValueError(f"elementwise_cost takes 2-D shapes, got {shape} and {block}")
     grid = (_divides("rows", shape[0], block[0]), _divides("cols", shape[1], block[1]))
@@ -450,7 +447,7 @@ def attention_cost(seq_q: int, seq_k: int, d: int, bq: int, bk: int, *, dtype: s
     skipped steps neither compute nor copy.
     """
     gq, gk = _divides("seq_q", seq_q, bq), _divides("seq_k", seq_k, bk)
-    _positive(d=d)
+    positive_ints(d=d)
 
     def last_needed(i: int) -> int:
         return min(gk - 1, ((i + 1) * bq - 1) // bk)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from .hardware import Chip, find, lookup
+from .validate import positive_ints
 
 __all__ = [
     "itemsize", "matmul_flops", "matmul_bytes", "matmul_intensity", "elementwise_flops",
@@ -35,21 +36,17 @@ def itemsize(dtype: str) -> int:
     return _ITEMSIZE[name]
 
 
-def _positive(**dims: int) -> None:
-    for name, value in dims.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:
     """FLOPs of (m, k) @ (k, n): m*n outputs, each k multiplies and k adds: 2mkn."""
-    _positive(m=m, k=k, n=n)
+    positive_ints(m=m, k=k, n=n)
     return 2 * m * k * n
 
 
 def matmul_bytes(m: int, k: int, n: int, dtype: str = "float32", out_dtype: str | None = None) -> int:
     """Bytes moved by (m, k) @ (k, n): both operands read once, the result written once."""
-    _positive(m=m, k=k, n=n)
+    positive_ints(m=m, k=k, n=n)
     return (m * k + k * n) * itemsize(dtype) + m * n * itemsize(out_dtype or dtype)
 
 
@@ -59,13 +56,13 @@ def matmul_intensity(m: int, k: int, n: int, dtype: str = "float32", out_dtype: 
 
 
 def elementwise_flops(elements: int, flops_per_element: int = 1) -> int:
-    _positive(elements=elements, flops_per_element=flops_per_element)
+    positive_ints(elements=elements, flops_per_element=flops_per_element)
     return elements * flops_per_element
 
 
 def elementwise_bytes(elements: int, inputs: int = 2, outputs: int = 1, dtype: str = "float32") -> int:
     """Bytes moved by an elementwise op reading ``inputs`` arrays and writing ``outputs``."""
-    _positive(elements=elements, inputs=inputs, outputs=outputs)
+    positive_ints(elements=elements, inputs=inputs, outputs=outputs)
     return elements * (inputs + outputs) * itemsize(dtype)
 
 
