@@ -139,7 +139,7 @@ TEXT: dict[str, dict] = {
             "the retired Colab TPU node (a v2-8 reached over gRPC)": "지금은 없어진 Colab TPU 노드(gRPC로 접속하던 v2-8)",
             "a TPU VM (v5e-4) where only CPU JAX is installed": "CPU용 JAX만 설치된 TPU VM(v5e-4)",
             "a Cloud TPU VM where JAX starts on the CPU": "JAX가 CPU에서 시작하는 Cloud TPU VM",
-            "torch_xla beside a torch it was not built for": "torch_xla가 자신이 빌드된 것과 다른 버전의 torch와 함께 설치됨",
+            "torch_xla beside a torch it was not built for": "torch_xla가 빌드 기준이 된 것과 다른 버전의 torch와 함께 설치됨",
             "a TPU type in the environment but no chip visible": "환경 변수에 TPU 유형이 있지만 칩이 보이지 않음",
         },
         "no_fix": "(메시지에 해결 방법이 있습니다)",
