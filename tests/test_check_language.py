@@ -47,23 +47,25 @@ def all_translations():
         yield from exercises.translations(stem, "ko").values()
 
 
-@pytest.fixture
-def korean(monkeypatch):
-    """Checks in Korean for one test, with no strict checks and a fresh result list; English after."""
+def _fresh_checks(monkeypatch, lang: str) -> None:
+    """Checks in ``lang`` with no strict checks, a fresh result list and no hint shown yet."""
     monkeypatch.delenv(check.STRICT_ENV, raising=False)
     monkeypatch.setattr(check, "RESULTS", [])
     monkeypatch.setattr(check, "_HINTS_SHOWN", {})
-    check.set_language("ko")
+    check.set_language(lang)
+
+
+@pytest.fixture
+def korean(monkeypatch):
+    """Checks in Korean for one test; English after."""
+    _fresh_checks(monkeypatch, "ko")
     yield
     check.set_language("en")
 
 
 @pytest.fixture
 def english(monkeypatch):
-    monkeypatch.delenv(check.STRICT_ENV, raising=False)
-    monkeypatch.setattr(check, "RESULTS", [])
-    monkeypatch.setattr(check, "_HINTS_SHOWN", {})
-    check.set_language("en")
+    _fresh_checks(monkeypatch, "en")
 
 
 # The catalogue: complete, and in step with the English lessons.
