@@ -27,12 +27,14 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import validate
+
 __all__ = ["ExerciseFailed", "CheckBroken", "Result", "RESULTS", "LANGUAGES", "attempted", "equal", "close", "that",
            "hint", "solution", "set_language", "language", "summary", "progress",
            "report", "report_text"]
 
 STRICT_ENV = "TPUTUTOR_STRICT_CHECKS"
-LANGUAGES = ("en", "ko")
+LANGUAGES = validate.LANGUAGES
 
 # What a check says around the learner's values, per language. The English is what every English
 # lesson has always printed (CI's reference outputs compare it); a key missing in a language is English.
@@ -87,9 +89,7 @@ def set_language(lang: str) -> None:
     language is a ValueError naming the known ones.
     """
     global _LANGUAGE
-    if lang not in LANGUAGES:
-        raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGUAGES)}")
-    _LANGUAGE = lang
+    _LANGUAGE = validate.language(lang)
 
 
 def language() -> str:

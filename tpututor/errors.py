@@ -34,12 +34,14 @@ from dataclasses import asdict, dataclass, replace
 from functools import cache, lru_cache
 from importlib import resources
 
+from . import validate
+
 __all__ = ["Entry", "Match", "BadText", "ENTRIES", "ATLAS_URL", "ATLAS_URLS", "LANGS", "POINTER", "get",
            "localized", "pieces", "quoted_in",
            "explain", "format_matches", "where_taught", "render_page", "GAP", "REPRO"]
 
 ATLAS_URL = "https://github.com/tpututor/tpututor/blob/main/docs/errors.md"
-LANGS = ("en", "ko")  # the languages the atlas is written in: English, and Korean from data/errors_ko.toml
+LANGS = validate.LANGUAGES  # the languages the atlas is written in: English, and Korean from data/errors_ko.toml
 ATLAS_URLS = {"en": ATLAS_URL, "ko": ATLAS_URL.removesuffix("errors.md") + "errors.ko.md"}  # the page per language
 POINTER = ('Seen an error? Paste it: python -m tpututor doctor --explain "<the error text>" '
            f"(or read the error atlas, {ATLAS_URL}).")
@@ -1716,12 +1718,6 @@ def get(entry_id: str) -> Entry:
 
 # ------------------------------------------------------------------------------------ languages
 
-def _lang(lang: str) -> str:
-    if lang not in LANGS:
-        raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGS)}")
-    return lang
-
-
 @cache
 def _catalogue(lang: str) -> dict:
     """The translation of the atlas into ``lang`` (not English): ``tpututor/data/errors_<lang>.toml``."""
@@ -1733,7 +1729,7 @@ def _catalogue(lang: str) -> dict:
 def localized(entry: Entry, lang: str = "en") -> Entry:
     """The entry with its prose (title, cause, fix, taught, note, the labels of ``also``, versions said in
     words) in ``lang``; the quoted messages, code and sources stay as they are. English is the entry itself."""
-    if _lang(lang) == "en":
+    if validate.language(lang) == "en":
         return entry
     words = _catalogue(lang)["entries"].get(entry.id, {})
     labels = words.get("also", [])
@@ -1797,7 +1793,7 @@ _SHORT = {"cpu": "reproduced", "faked": "reproduced, faked input", "tpu": "needs
 
 def _words(lang: str) -> tuple[dict, dict, dict]:
     """(the words around the entries, REPRO, the page's short REPRO) in ``lang``."""
-    if _lang(lang) == "en":
+    if validate.language(lang) == "en":
         return _TEXT, REPRO, _SHORT
     catalogue = _catalogue(lang)
     return {**_TEXT, **catalogue["text"]}, {**REPRO, **catalogue["repro"]}, {**_SHORT, **catalogue["short"]}
@@ -1933,7 +1929,7 @@ def explain(text: str, *, limit: int = 3, lang: str = "en") -> list[Match]:
     Matching reads English (the frameworks' language); ``lang`` (one of :data:`LANGS`, else ValueError)
     is the language of the matches' prose (``Match.to_dict``, :func:`format_matches`).
     """
-    _lang(lang)
+    validate.language(lang)
     text = _check(text)
     index = _index()
     words = []  # per word of the text, the atlas tokens it stands for (a typo is read as its closest token)
@@ -2046,7 +2042,7 @@ def format_matches(matches: list[Match], width: int = 100, *, lang: str | None =
     """Text for a terminal: each match's cause, fix and where the course teaches it; or where to look.
     ``lang`` (one of :data:`LANGS`) defaults to the matches' own (English when there are none); in another
     language than English each match also shows the quoted message, which stays in English."""
-    lang = _lang(lang) if lang is not None else (matches[0].lang if matches else "en")
+    lang = validate.language(lang) if lang is not None else (matches[0].lang if matches else "en")
     text, repro, _ = _words(lang)
     url = ATLAS_URLS[lang]
     if not any(m.exact or m.confident for m in matches):

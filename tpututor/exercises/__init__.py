@@ -82,18 +82,25 @@ def lessons() -> list[str]:
                   if p.name.endswith(".toml"))
 
 
+def _lesson_of(exercise_id: str) -> str | None:
+    """The lesson an exercise id belongs to ("00.1" -> "00_where_am_i"), by its number; None if none."""
+    return next((lesson for lesson in lessons() if lesson[:2] == exercise_id[:2]), None)
+
+
+def _read(*parts: str) -> dict:
+    """A toml file of this package (``_read("ko", "00_where_am_i.toml")``); empty when there is none."""
+    import tomllib
+
+    path = resources.files(__name__).joinpath(*parts)
+    return tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 @lru_cache(maxsize=None)
 def for_lesson(lesson: str) -> dict[str, Exercise]:
     """Every exercise of ``lesson`` (``"00_where_am_i"``), by id; empty when its answers are still in
     the notebook."""
-    import tomllib
-
-    path = resources.files(__name__).joinpath(f"{lesson}.toml")
-    if not path.is_file():
-        return {}
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
     out = {}
-    for exercise_id, entry in data.items():
+    for exercise_id, entry in _read(f"{lesson}.toml").items():
         out[exercise_id] = Exercise(
             exercise_id, lesson, tuple(entry.get("hints", ())), entry["solution"].strip("\n"),
             tuple(Wrong(w["why"], w["code"].strip("\n")) for w in entry.get("wrong", ())))
@@ -103,12 +110,12 @@ def for_lesson(lesson: str) -> dict[str, Exercise]:
 def get(exercise_id: str) -> Exercise:
     """One exercise by id (``"00.1"``); an unknown id is a KeyError naming the lesson's ids."""
     exercise_id = str(exercise_id).strip().split()[0] if str(exercise_id).strip() else ""
-    for lesson in lessons():
-        if lesson[:2] == exercise_id[:2]:
-            found = for_lesson(lesson)
-            if exercise_id in found:
-                return found[exercise_id]
-            raise KeyError(f"no exercise {exercise_id!r} in lesson {lesson}; it has {', '.join(found)}")
+    lesson = _lesson_of(exercise_id)
+    if lesson is not None:
+        found = for_lesson(lesson)
+        if exercise_id in found:
+            return found[exercise_id]
+        raise KeyError(f"no exercise {exercise_id!r} in lesson {lesson}; it has {', '.join(found)}")
     raise KeyError(f"no exercise {exercise_id!r}: exercises are numbered like '00.1' (the first exercise of 00_where_am_i)")
 
 
@@ -129,14 +136,8 @@ class Translation:
 @lru_cache(maxsize=None)
 def translations(lesson: str, lang: str) -> dict[str, Translation]:
     """The ``lang`` translation of every exercise of ``lesson``, by id; empty when there is none."""
-    import tomllib
-
-    path = resources.files(__name__).joinpath(lang, f"{lesson}.toml")
-    if not path.is_file():
-        return {}
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
     out = {}
-    for exercise_id, entry in data.items():
+    for exercise_id, entry in _read(lang, f"{lesson}.toml").items():
         english = entry.get("english", {})
         out[exercise_id] = Translation(
             exercise_id, lang, entry.get("title", ""), entry.get("hint", ""), tuple(entry.get("hints", ())),
@@ -146,7 +147,5 @@ def translations(lesson: str, lang: str) -> dict[str, Translation]:
 
 def translation(exercise_id: str, lang: str) -> Translation | None:
     """One exercise's ``lang`` translation (``translation("00.1", "ko")``); None when there is none."""
-    for lesson in lessons():
-        if lesson[:2] == str(exercise_id)[:2]:
-            return translations(lesson, lang).get(str(exercise_id))
-    return None
+    lesson = _lesson_of(str(exercise_id))
+    return None if lesson is None else translations(lesson, lang).get(str(exercise_id))
