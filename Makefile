@@ -60,7 +60,7 @@ system:
 	else echo "tpututor: the site test needs $(SYSTEM_PACKAGES): sudo apt-get install $(SYSTEM_PACKAGES)" >&2; fi
 
 run: $(STAMP)
-	$(PY) -m tpututor run --profile $(PROFILE) --out build
+	$(PY) -m tpututor_course run --profile $(PROFILE) --out build
 
 # Each lesson is executed once, into $(TEST_RUN); the stable-output and student checks read those.
 # JOBS lessons run at a time, beside the unit tests (tests/conftest.py): on 2 cores every lesson's
@@ -76,39 +76,39 @@ test-fast: $(STAMP)
 
 # Colab's TPU runtime keeps its own JAX (the setup cell does not replace it: libtpu must match), its
 # PyTorch/XLA, Flax, Optax, Orbax and Grain, on Python 3.13: the lessons must run on those versions too.
-# A second venv holds that stack (tpututor/course/fakes.py names it) and the add-ons a setup cell
+# A second venv holds that stack (tpututor/fakes.py names it) and the add-ons a setup cell
 # installs there; `make colab` runs every lesson in it. Only 05 may skip (that runtime has no
 # TensorFlow); any other skip fails the run. `make test` builds the venv first: the error atlas's
 # tests also run each JAX example under Colab's JAX.
 COLAB_PY_BIN ?= $(shell for p in $$(command -v python3.13) $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
                    "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null && { echo "$$p"; break; }; done)
 COLAB_SKIPS  := 05_tf_tpustrategy
-$(COLAB_STAMP): tpututor/course/fakes.py tpututor/launch.py
+$(COLAB_STAMP): tpututor/fakes.py tpututor/launch.py
 	@test -n "$(COLAB_PY_BIN)" || { echo "tpututor: Colab's TPU runtime is Python 3.13: install python3.13 (or run make COLAB_PY_BIN=/path/to/python3.13)" >&2; exit 1; }
 	@test -x $(COLAB_VENV)/bin/python || $(COLAB_PY_BIN) -m venv $(COLAB_VENV)
-	$(COLAB_VENV)/bin/python -c "import sys; sys.path.insert(0, '.'); from tpututor.course.fakes import colab_requirements as r; print('\n'.join(r()))" > $(COLAB_VENV)/colab.txt
+	$(COLAB_VENV)/bin/python -c "import sys; sys.path.insert(0, '.'); from tpututor.fakes import colab_requirements as r; print('\n'.join(r()))" > $(COLAB_VENV)/colab.txt
 	$(COLAB_VENV)/bin/pip install --quiet --no-cache-dir -r $(COLAB_VENV)/colab.txt papermill ipykernel matplotlib tqdm pyyaml
 	$(COLAB_VENV)/bin/pip install --quiet --no-deps -e .
 	@touch $@
 
 colab: $(COLAB_STAMP)
-	$(COLAB_VENV)/bin/python -m tpututor run --profile ci --out build/colab --no-html --jobs $(JOBS) --allow-skip $(COLAB_SKIPS)
+	$(COLAB_VENV)/bin/python -m tpututor_course run --profile ci --out build/colab --no-html --jobs $(JOBS) --allow-skip $(COLAB_SKIPS)
 
 colab-jax: colab  # the name it had when only the JAX lessons ran there
 
-# The accelerator day (tpututor/course/device.py): the wheels a GPU machine's image lacks, for its
+# The accelerator day (tpututor_course/device.py): the wheels a GPU machine's image lacks, for its
 # Python 3.12, downloaded here; and the same check rehearsed here on the CPU, in a fresh Python 3.12
 # venv holding the image's JAX 0.11 stack and the carried wheels only (ci profile).
 DEVICE_VENV := .venv-device
 DEVICE_BUNDLE := build/device-bundle/carried.txt
 device-bundle: $(DEVICE_BUNDLE)
-$(DEVICE_BUNDLE): tpututor/course/device.py | $(STAMP)
-	$(PY) -m tpututor.course device bundle --out build/device-bundle
+$(DEVICE_BUNDLE): tpututor_course/device.py | $(STAMP)
+	$(PY) -m tpututor_course device bundle --out build/device-bundle
 
 device-rehearsal: $(DEVICE_BUNDLE)
-	@test -x $(DEVICE_VENV)/bin/python || $$($(PY) -c "from tpututor.course.device import python312; print(python312())") -m venv $(DEVICE_VENV)
-	$(DEVICE_VENV)/bin/pip install --quiet --no-cache-dir $$($(PY) -c "from tpututor.course.device import IMAGE; print(' '.join(IMAGE))")
-	$(DEVICE_VENV)/bin/python -m tpututor.course device check --bundle build/device-bundle --out build/device-rehearsal --profile ci
+	@test -x $(DEVICE_VENV)/bin/python || $$($(PY) -c "from tpututor_course.device import python312; print(python312())") -m venv $(DEVICE_VENV)
+	$(DEVICE_VENV)/bin/pip install --quiet --no-cache-dir $$($(PY) -c "from tpututor_course.device import IMAGE; print(' '.join(IMAGE))")
+	$(DEVICE_VENV)/bin/python -m tpututor_course device check --bundle build/device-bundle --out build/device-rehearsal --profile ci
 
 # MaxText, for lesson 13's stack table (not part of make test): maxtext 0.2.5 needs Python 3.12 and a
 # newer JAX than constraints.txt, so it gets its own venv, pinned by binder/maxtext-requirements.txt
@@ -125,21 +125,21 @@ $(MAXTEXT_STAMP): binder/maxtext-requirements.txt
 	@touch $@
 
 maxtext-run: $(STAMP) $(MAXTEXT_STAMP)
-	$(PY) -m tpututor.course.maxtext_run --out docs/artifacts --maxtext-python $(MAXTEXT_VENV)/bin/python
+	$(PY) -m tpututor_course.maxtext_run --out docs/artifacts --maxtext-python $(MAXTEXT_VENV)/bin/python
 
 # The course as a website, from the notebooks make run executed (same profile): build/site/en/.
 site: $(STAMP)
 	@test -f build/timings.json || { echo "tpututor: no executed lessons in build/: run make run (or make run PROFILE=ci) first" >&2; exit 1; }
-	$(PY) -m tpututor.course site --executed build --out build/site --lang en --languages en,ko
-	$(PY) -m tpututor.course site --executed build --out build/site --lang ko --languages en,ko
+	$(PY) -m tpututor_course site --executed build --out build/site --lang en --languages en,ko
+	$(PY) -m tpututor_course site --executed build --out build/site --lang ko --languages en,ko
 
 # The Korean edition: catalogues brought in step with the English (changed cells marked fuzzy), then
 # notebooks/ko/ and README.ko.md's lesson table generated from them. See docs/translating.md.
 translations: $(STAMP)
-	$(PY) -m tpututor.course translate update
-	$(PY) -m tpututor.course translate build
-	$(PY) -m tpututor.course workshop
-	$(PY) -m tpututor.course errors_page
+	$(PY) -m tpututor_course translate update
+	$(PY) -m tpututor_course translate build
+	$(PY) -m tpututor_course workshop
+	$(PY) -m tpututor_course errors_page
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)
@@ -149,26 +149,26 @@ sync: $(STAMP)
 	$(VENV)/bin/jupyter nbconvert --clear-output --inplace --log-level=WARN notebooks/[0-9]*.ipynb
 
 badges: $(STAMP)
-	$(PY) -m tpututor.course stamp
+	$(PY) -m tpututor_course stamp
 	$(MAKE) --no-print-directory sync
 
 # The student build: every lesson with its worked answers replaced by stubs, in build/student.
 student: $(STAMP)
-	$(PY) -m tpututor.course student build/student
+	$(PY) -m tpututor_course student build/student
 
 # The instructor guide, docs/workshop.md, with execution times measured here in both profiles.
 workshop: $(STAMP)
-	$(PY) -m tpututor run --profile ci --out build/workshop-ci --no-html
-	$(PY) -m tpututor run --profile full --out build/workshop-full --no-html
-	$(PY) -m tpututor.course workshop build/workshop-ci/timings.json build/workshop-full/timings.json
+	$(PY) -m tpututor_course run --profile ci --out build/workshop-ci --no-html
+	$(PY) -m tpututor_course run --profile full --out build/workshop-full --no-html
+	$(PY) -m tpututor_course workshop build/workshop-ci/timings.json build/workshop-full/timings.json
 
 # Expected outputs of the cells tagged nbval-check-output (tests/reference/), from the last make test
 # run when there is one, else from a fresh ci run.
 reference: $(STAMP)
-	TPUTUTOR_PROFILE=ci $(PY) -m tpututor.course reference $(wildcard $(TEST_RUN))
+	TPUTUTOR_PROFILE=ci $(PY) -m tpututor_course reference $(wildcard $(TEST_RUN))
 
 release: $(STAMP)
-	$(PY) -m tpututor.course release
+	$(PY) -m tpututor_course release
 
 # Re-resolve the newest versions that install together and pin them (review the diff).
 lock: python-check

@@ -23,7 +23,8 @@ import jax  # noqa: E402
 # The SPMD tests shard over 8 devices: simulate them before any test starts JAX's backend.
 # (Only this process: subprocesses and notebook kernels start with their own settings.)
 jax.config.update("jax_num_cpu_devices", 8)
-from tpututor.course import catalog, fakes, runner  # noqa: E402
+from tpututor import fakes  # noqa: E402
+from tpututor_course import catalog, runner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT
 from tpututor import check, exercises, launch
-from tpututor.course import translate
+from tpututor_course import translate
 
 LESSONS = exercises.lessons()
 KO = ROOT / "notebooks" / "ko"

@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from tpututor.course import stamp
+from tpututor_course import stamp
 
 pytestmark = [pytest.mark.slow, pytest.mark.lessons]
 
@@ -94,6 +94,10 @@ def test_setup_cell_installs_the_release_from_its_tag_and_lesson_00_runs_on_cola
     ours = next(d for d in installed if d["metadata"]["name"] == "tpututor")
     assert ours["direct_url"]["vcs_info"]["requested_revision"] == s.tag, "installed from the release tag"
     assert "dir_info" not in ours["direct_url"], "a real install, not an editable one"
+    tooling = sh(python, "-c", "import importlib.util, pathlib, tpututor; print(importlib.util.find_spec('tpututor_course'), "
+                 "sorted(p.name for p in pathlib.Path(tpututor.__file__).parent.iterdir() if p.is_dir()))",
+                 env=env, cwd=tmp_path).stdout
+    assert tooling.startswith("None ") and "'course'" not in tooling, f"the install carries no course tooling: {tooling}"
 
     preflight = subprocess.run([python, "-m", "tpututor", "doctor", "--preflight"], cwd=tmp_path, capture_output=True,
                                text=True, timeout=600, env={**env, "TPUTUTOR_LESSON": "00_where_am_i"})

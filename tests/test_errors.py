@@ -361,7 +361,7 @@ def test_doctor_explain_does_not_mix_with_preflight():
 
 def test_docs_errors_md_is_generated_from_the_entries():
     page = ROOT / "docs" / "errors.md"
-    assert page.read_text() == errors.render_page(), "docs/errors.md is stale: python -m tpututor.course errors_page"
+    assert page.read_text() == errors.render_page(), "docs/errors.md is stale: python -m tpututor_course errors_page"
 
 
 def test_the_page_lists_every_entry_with_its_message_and_notes_in_the_course_style():
@@ -380,7 +380,7 @@ def test_the_atlas_url_follows_the_repository_setting():
 
 
 def test_the_course_command_writes_the_page_and_check_reports_a_stale_one(tmp_path):
-    from tpututor.course import errors_page
+    from tpututor_course import errors_page
 
     target = tmp_path / "errors.md"
     assert errors_page.main(["--out", str(target)]) == 0 and target.read_text() == errors.render_page()
@@ -391,7 +391,7 @@ def test_the_course_command_writes_the_page_and_check_reports_a_stale_one(tmp_pa
 
 
 def test_every_entry_is_linked_from_the_lesson_that_teaches_it():
-    from tpututor.course import catalog
+    from tpututor_course import catalog
 
     lessons = {lesson.topic: lesson.path.read_text() for lesson in catalog.lessons(ROOT / "notebooks")}
     unlinked = [e.id for e in errors.ENTRIES if f"{errors.ATLAS_URL}#{e.id})" not in lessons[e.lesson]]
@@ -450,7 +450,7 @@ def test_the_korean_keeps_every_code_span_and_number_of_the_english(entry):
 
 
 def test_the_korean_atlas_writes_glossary_terms_as_fixed():
-    from tpututor.course.translate import Glossary
+    from tpututor_course.translate import Glossary
 
     glossary = Glossary.load(ROOT, "ko")
     wrong = {f"{e.id}.{f}": glossary.violations(getattr(e, f), getattr(errors.localized(e, "ko"), f))
@@ -537,7 +537,7 @@ def test_the_api_refuses_an_unknown_language_naming_the_choices(call):
 def test_docs_errors_ko_md_is_generated_from_the_entries_and_their_korean():
     page = ROOT / "docs" / "errors.ko.md"
     assert page.read_text(encoding="utf-8") == errors.render_page("ko"), \
-        "docs/errors.ko.md is stale: python -m tpututor.course errors_page"
+        "docs/errors.ko.md is stale: python -m tpututor_course errors_page"
 
 
 def test_the_korean_page_lists_every_entry_with_its_english_message_and_korean_notes():
@@ -553,7 +553,7 @@ def test_the_korean_page_lists_every_entry_with_its_english_message_and_korean_n
 
 
 def test_the_course_command_writes_and_checks_both_pages(tmp_path):
-    from tpututor.course import errors_page
+    from tpututor_course import errors_page
 
     target = tmp_path / "errors.ko.md"
     assert errors_page.main(["--lang", "ko", "--out", str(target)]) == 0

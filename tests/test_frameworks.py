@@ -34,7 +34,7 @@ def test_a_broken_framework_is_skipped_everywhere_with_its_import_error(name, br
     out = run_python(f"""
         import json
         from tpututor import bench, frameworks, preflight, runtime
-        from tpututor.course import fakes
+        from tpututor import fakes
         module = frameworks.load({name!r})
         status = frameworks.status({name!r})
         try:

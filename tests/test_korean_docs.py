@@ -206,7 +206,7 @@ def test_korean_forms_of_links_count_as_the_english_target():
 def test_the_korean_guide_has_the_english_guides_structure_and_commands():
     english, korean = (ROOT / "docs" / "workshop.md").read_text(), (ROOT / "docs" / "workshop.ko.md").read_text()
     en, ko = sections(english), sections(korean)
-    assert [s[0] for s in en] == [s[0] for s in ko], "run python -m tpututor.course workshop"
+    assert [s[0] for s in en] == [s[0] for s in ko], "run python -m tpututor_course workshop"
     for (_, en_title, en_body), (_, ko_title, ko_body) in zip(en, ko):
         assert fences(en_body) == fences(ko_body), en_title
         assert code_spans(en_body) <= code_spans(ko_body), en_title

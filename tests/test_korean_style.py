@@ -17,7 +17,7 @@ from pathlib import Path
 import polib
 import pytest
 
-from tpututor.course import translate
+from tpututor_course import translate
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUES = sorted((ROOT / "i18n" / "ko").glob("[0-9][0-9]_*.po"))

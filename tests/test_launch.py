@@ -12,7 +12,8 @@ import pytest
 
 from conftest import CATALOG, LESSON_IDS as IDS, LESSONS, ROOT, run_python
 from tpututor import launch, lessons
-from tpututor.course import catalog, fakes, release, stamp
+from tpututor import fakes
+from tpututor_course import catalog, release, stamp
 
 SETTINGS = stamp.settings(ROOT / "pyproject.toml")
 EVERYONE = catalog.by_topic(CATALOG)

@@ -1,6 +1,6 @@
 """The MaxText run that lesson 13 (bring your own model) cites: its record is complete and agrees with the lesson.
 
-The record is written by ``make maxtext-run`` (tpututor/course/maxtext_run.py) in its own Python 3.12
+The record is written by ``make maxtext-run`` (tpututor_course/maxtext_run.py) in its own Python 3.12
 venv; nothing here needs MaxText.
 """
 
@@ -14,7 +14,7 @@ import re
 import pytest
 
 from conftest import ROOT
-from tpututor.course import maxtext_run
+from tpututor_course import maxtext_run
 
 ARTIFACT = ROOT / "docs" / "artifacts" / "maxtext-cpu-run.json"
 LESSON = ROOT / "notebooks" / "13_bring_your_own_model.md"

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import CATALOG, EXECUTIONS, LESSON_IDS as IDS, LESSONS, ROOT
 from tpututor import exercises
-from tpututor.course import reference, runner, student
+from tpututor_course import reference, runner, student
 
 REPO = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["tpututor"]
 CHECK_CALL = re.compile(r"\bcheck\.(equal|close|that)\(")

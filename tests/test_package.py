@@ -39,16 +39,29 @@ def test_a_framework_module_imports_its_framework_at_the_top():
         assert top & set(HEAVY), f"{name} is listed as a framework module but imports none at its top"
 
 
-def test_the_package_holds_learner_modules_and_one_tooling_subpackage_each_listed_in_its_docstring():
+def test_the_package_holds_learner_modules_only_each_listed_in_its_docstring():
     import pkgutil
 
     import tpututor
 
     names = sorted(m.name for m in pkgutil.iter_modules(tpututor.__path__) if not m.name.startswith("_"))
-    assert "course" in names and not {"runner", "student", "workshop", "fakes", "stamp"} & set(names)
+    assert not {"course", "runner", "student", "workshop", "stamp", "site", "translate"} & set(names)
     for name in names:
-        if name != "course":
-            assert f"``{name}``" in tpututor.__doc__, f"tpututor's docstring does not list {name}"
+        assert f"``{name}``" in tpututor.__doc__, f"tpututor's docstring does not list {name}"
+
+
+def test_the_install_ships_tpututor_and_its_subpackages_and_leaves_the_course_tooling_in_the_clone():
+    import tomllib
+
+    from conftest import ROOT
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    shipped = setuptools["packages"]
+    assert all(p == "tpututor" or p.startswith("tpututor.") for p in shipped), shipped
+    on_disk = {str(p.parent.relative_to(ROOT)).replace("/", ".") for p in (ROOT / "tpututor").rglob("__init__.py")}
+    assert set(shipped) == on_disk, "every tpututor subpackage ships (and nothing else)"
+    assert (ROOT / "tpututor_course" / "__init__.py").is_file()
+    assert not any("course" in g for g in setuptools["package-data"]["tpututor"])
 
 
 def test_no_module_reaches_into_another_modules_private_names():

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from tpututor import runtime
-from tpututor.course import fakes
+from tpututor import fakes
 from tpututor.doctor import report
 
 # machine -> (platform, accelerator kind, generation, chip count)

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from conftest import LESSON_IDS, ROOT, TEST_RUN
-from tpututor.course import runner, site
+from tpututor_course import runner, site
 
 pytestmark = [pytest.mark.slow, pytest.mark.lessons]
 CHROMIUM = "/usr/bin/chromium"

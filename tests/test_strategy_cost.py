@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_python
 from tpututor import cost, strategy
-from tpututor.course import fakes
+from tpututor import fakes
 
 
 class FakeTF:

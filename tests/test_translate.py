@@ -17,7 +17,7 @@ import polib
 import pytest
 
 from conftest import LESSON_IDS, ROOT, TEST_RUN
-from tpututor.course import catalog, runner, translate
+from tpututor_course import catalog, runner, translate
 
 TOY_LESSON = """\
 ---
@@ -214,7 +214,7 @@ def test_the_catalogue_is_in_step_with_the_english(stem):
     wanted = [text for _, text in translate.cells_to_translate(english)]
     po = catalogue(stem)
     cells = [e.msgid for e in po if e.msgctxt.startswith("cell ")]
-    assert cells == wanted, f"run: python -m tpututor.course translate update {stem}"
+    assert cells == wanted, f"run: python -m tpututor_course translate update {stem}"
 
 
 @pytest.mark.parametrize("stem", LESSON_IDS)

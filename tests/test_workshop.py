@@ -12,7 +12,8 @@ import pytest
 from conftest import CATALOG, LESSONS as LESSON_MDS, NOTEBOOKS, PYTHON, ROOT
 from tpututor import check, lessons, preflight
 from tpututor import exercises
-from tpututor.course import catalog, fakes, runner, student, workshop
+from tpututor import fakes
+from tpututor_course import catalog, runner, student, workshop
 
 LESSONS = runner.discover(NOTEBOOKS)
 
@@ -236,7 +237,7 @@ def test_each_lessons_minutes_follow_the_estimating_rule():
 
 
 def test_the_shipped_lesson_table_matches_the_front_matter():
-    from tpututor.course import stamp
+    from tpututor_course import stamp
 
     assert (ROOT / "tpututor" / "data" / "lessons.json").read_text() == stamp.lessons_json(CATALOG), "make badges"
     assert lessons.names() == [lesson.stem for lesson in CATALOG]
@@ -254,7 +255,7 @@ def test_guide_timings_come_from_real_runs_of_every_lesson_in_both_profiles():
 def test_guide_is_in_sync_with_the_lessons_and_the_timings():
     timings = json.loads((ROOT / "docs" / "timings.json").read_text())
     expected = workshop.guide(CATALOG, timings)
-    assert (ROOT / "docs" / "workshop.md").read_text() == expected, "run python -m tpututor.course workshop"
+    assert (ROOT / "docs" / "workshop.md").read_text() == expected, "run python -m tpututor_course workshop"
 
 
 def test_the_korean_guide_is_in_sync_with_the_korean_lessons_and_the_timings():
@@ -263,7 +264,7 @@ def test_the_korean_guide_is_in_sync_with_the_korean_lessons_and_the_timings():
     assert [lesson.stem for lesson in korean] == [lesson.stem for lesson in CATALOG], "run make translations"
     expected = workshop.guide(korean, timings, "ko")
     assert (ROOT / "docs" / "workshop.ko.md").read_text() == expected, (
-        "run python -m tpututor.course workshop (after make translations)")
+        "run python -m tpututor_course workshop (after make translations)")
     for lesson in korean:  # the Korean titles and objectives, from the Korean front matter
         assert f"### {lesson.heading}" in expected and all(f"  - {goal}" in expected for goal in lesson.objectives)
 

@@ -7,6 +7,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
   from files and the environment, never by importing a framework
 - ``hardware``: the chip table (peak FLOP/s, HBM, interconnect per axis), each row sourced
 - ``frameworks``: use a framework if it works here, or say why not (missing or broken)
+- ``fakes``: fake machines (Colab, Kaggle, TPU VMs, a GPU box) built in a folder, for the tour in lesson 00 (where am I running) and the tests
 - ``doctor``: the report behind ``python -m tpututor doctor``, each warning with its fix
 - ``errors``: the error atlas (messages, causes, fixes) behind ``doctor --explain "<pasted error>"``
 - ``preflight``: can this runtime do the course, or the open lesson (``doctor --preflight``)
@@ -38,10 +39,11 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``exercises``: the lessons' worked answers, hints and known-wrong answers, out of the learner's sight
 - ``config``: the run profile (``full`` or ``ci``)
 - ``validate``: the argument checks helpers share (one message for a bad size wherever it is given)
-- ``cli``: ``python -m tpututor`` (doctor, chips, bench, run, plan, launch)
+- ``cli``: ``python -m tpututor`` (doctor, chips, bench, plan, plan-serving, launch)
 
-``tpututor.course`` is the course tooling (stamping, the lesson runner, the student build, the
-workshop guide, releases, fake machines); it works on a clone of the repository.
+``tpututor_course``, beside this package in a clone, is the course tooling (stamping, the lesson
+runner ``python -m tpututor_course run``, the student build, the workshop guide, the site, the
+translations, releases). It is not installed with tpututor, and no lesson imports it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""``python -m tpututor``: doctor, chips, bench, run and plan::
+"""``python -m tpututor``: doctor, chips, bench, plan and launch::
 
     python -m tpututor doctor [--json] [--no-probe] [--timeout S] [--preflight [--lesson NN_topic]]
     python -m tpututor doctor --explain "<pasted error text>" [--json] [--lang en|ko]   (--explain - reads
                                                         stdin; exit 1 when no error atlas entry matches)
     python -m tpututor chips [--json]
     python -m tpututor bench matmul --sizes 512,1024,2048 --dtype float32 [--framework jax] [--calls K|auto] [--json]
-    python -m tpututor run [--profile ci|full] [--out build] [--no-html] [NOTEBOOK ...]
     python -m tpututor plan --params 8e9 --tokens 1e12 --chip v5p --chips 256 [--mfu 0.4] [--region R]
         [--batch 512 --seq-len 4096] [--json]
     python -m tpututor plan ... --chip v5e --chips 8 --compile v5e-8 [--layers L --d-model D] [--vocab V]
@@ -14,7 +13,8 @@
     python -m tpututor launch --hosts 4 --devices-per-host 2 [--timeout S] -- COMMAND ...
                                   (COMMAND once per host on 127.0.0.1, as a TPU slice's --worker=all would)
 
-Exit status: 0 success, 1 a lesson failed (or a plan --compile does not fit), 2 bad usage.
+Exit status: 0 success, 1 a plan --compile does not fit (or doctor finds a blocker), 2 bad usage.
+Running lessons headless is course tooling: ``python -m tpututor_course run`` in a clone.
 """
 
 from __future__ import annotations
@@ -73,18 +73,8 @@ def _parser() -> argparse.ArgumentParser:
                         "times K back-to-back calls and one wait, divided by K (dispatch overhead amortised)")
     b.add_argument("--json", action="store_true", help="print a JSON list of records instead of a table")
 
-    r = sub.add_parser("run", help="execute lessons headless with papermill into a build folder")
-    r.add_argument("notebooks", nargs="*", help="notebooks to run (default: every lesson)")
-    r.add_argument("--profile", choices=["full", "ci"], default=None,
-                   help="problem sizes (default: $TPUTUTOR_PROFILE, else full)")
-    r.add_argument("--out", default="build", help="folder for executed notebooks (default build)")
-    r.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
-    r.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                   help="lessons at a time, each in its own process (default 1; timings then include the "
-                        "others' load)")
-    r.add_argument("--allow-skip", default=None, metavar="LESSONS",
-                   help="with it, a skipped lesson fails the run unless named here (comma-separated), e.g. "
-                        "05_tf_tpustrategy where a runtime has no TensorFlow by design")
+    r = sub.add_parser("run", help="moved: lessons run headless from a clone, python -m tpututor_course run",
+                       add_help=False)
 
     pl = sub.add_parser("plan", help="memory per chip, time and cost of a training run, with its assumptions")
     pl.add_argument("--params", type=_plan_number("--params", "8e9"), required=True, help="model parameters, e.g. 8e9")
@@ -313,25 +303,12 @@ def _chips(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
-    from .course.runner import format_table, run_all
-
-    try:
-        results = run_all(args.notebooks or None, args.out, profile=args.profile, html=args.html, jobs=args.jobs)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"python -m tpututor run: error: {exc}", file=sys.stderr)
-        return 2
-    print()
-    print(format_table(results))
-    print(f"\nexecuted notebooks{' and HTML' if args.html else ''} are in {args.out}/")
-    if args.allow_skip is not None:
-        allowed = {name.strip() for name in args.allow_skip.split(",") if name.strip()}
-        unexpected = [r.lesson for r in results if r.status == "skipped" and r.lesson not in allowed]
-        if unexpected:
-            print(f"python -m tpututor run: error: skipped, but expected to run here: {', '.join(unexpected)}",
-                  file=sys.stderr)
-            return 1
-    return 0 if all(r.status != "failed" for r in results) else 1
+def _run(rest: Sequence[str]) -> int:
+    """``run`` moved to the course tooling; say where, with the same arguments."""
+    print("python -m tpututor run: error: running lessons headless is course tooling, which lives in a clone "
+          "(it is not in the installed package): in a clone of the course, run "
+          + " ".join(["python -m tpututor_course run", *rest]), file=sys.stderr)
+    return 2
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -418,11 +395,14 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        return _run(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("python -m tpututor: error: choose a command: doctor, chips, bench, run or plan", file=sys.stderr)
+        print("python -m tpututor: error: choose a command: doctor, chips, bench, plan, plan-serving or launch", file=sys.stderr)
         return 2
-    return {"doctor": _doctor, "chips": _chips, "bench": _bench, "run": _run, "plan": _plan,
+    return {"doctor": _doctor, "chips": _chips, "bench": _bench, "plan": _plan,
             "plan-serving": _plan_serving, "launch": _launch}[args.command](args)

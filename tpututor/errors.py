@@ -13,7 +13,7 @@ says so and cites its source with the date it was read. ::
 
 The same from a shell, on any machine with tpututor installed (Colab too, no clone needed):
 ``python -m tpututor doctor --explain "<the error text>"``. :func:`render_page` writes the atlas
-as a page (``python -m tpututor.course errors_page`` keeps ``docs/errors.md`` in step).
+as a page (``python -m tpututor_course errors_page`` keeps ``docs/errors.md`` in step).
 
 The atlas speaks English and Korean (:data:`LANGS`): ``lang="ko"`` in :func:`explain`,
 :func:`format_matches`, :func:`where_taught` and :func:`render_page` (``doctor --explain ... --lang ko``,
@@ -1760,7 +1760,7 @@ _TEXT = {
     "nearest_lesson": "the {title} lesson",
     "section": '{lesson}, section "{taught}"',
     "not_taught": "not taught in a lesson yet; nearest: {lesson}",
-    "page_comment": "<!-- Generated from tpututor/errors.py by `python -m tpututor.course errors_page`: edit the "
+    "page_comment": "<!-- Generated from tpututor/errors.py by `python -m tpututor_course errors_page`: edit the "
                     "entries there. -->",
     "page_title": "# Error atlas",
     "page_intro": "The TPU and XLA errors learners paste into a search box, each with what causes it, how to fix it "

@@ -3,15 +3,18 @@
 ``tpututor/data/lessons.json`` is written by ``make badges`` from each lesson's front matter
 (a test keeps it in step), so an installed tpututor knows what a lesson imports and which device
 it wants even where there is no clone, as on Colab: the setup cell and the pre-flight read it.
+:func:`find_root` finds the clone a command runs in, when there is one.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 from importlib import resources
+from pathlib import Path
 
-__all__ = ["table", "get", "imports", "names"]
+__all__ = ["table", "get", "imports", "names", "find_root"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,3 +44,22 @@ def imports(lesson: str | None = None, *, optional: bool = False) -> list[str]:
             if name not in out:
                 out.append(name)
     return out
+
+
+def find_root(start: str | os.PathLike | None = None) -> Path:
+    """The repository a tool runs in: ``$TPUTUTOR_REPO``, else the first folder up from ``start``
+    (default: the working directory) with a ``pyproject.toml`` naming ``[tool.tpututor]`` and a
+    ``notebooks/`` folder."""
+    if os.environ.get("TPUTUTOR_REPO"):
+        root = Path(os.environ["TPUTUTOR_REPO"]).resolve()
+        if not (root / "notebooks").is_dir():
+            raise FileNotFoundError(f"TPUTUTOR_REPO={root} has no notebooks/ folder")
+        return root
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        pyproject = folder / "pyproject.toml"
+        if (folder / "notebooks").is_dir() and pyproject.is_file() and "[tool.tpututor]" in pyproject.read_text():
+            return folder
+    raise FileNotFoundError(
+        f"no tpututor repository at or above {here}: run this inside a clone "
+        "(git clone https://github.com/tpututor/tpututor), or pass the notebooks folder explicitly")

@@ -118,11 +118,9 @@ def _devices_check(rt, jax_probe: dict | None, devices: str) -> Check:
 
 
 def _clone() -> Path | None:
-    """The clone this runs in, if any (the course tooling knows how to find it)."""
-    from .course import catalog
-
+    """The clone of the course this runs in, if any."""
     try:
-        return catalog.find_root()
+        return lessons.find_root()
     except FileNotFoundError:
         return None
 

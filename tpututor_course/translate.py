@@ -10,7 +10,7 @@ checks speak it, see :func:`localised_code`), every markdown cell replaced by it
 badges rebuilt to open the translated notebook. What the checks print (titles, hints) is translated
 in ``tpututor/exercises/<lang>/NN_topic.toml``, shipped with the package.
 
-When an English cell changes, :func:`update` (``python -m tpututor.course translate update``) carries
+When an English cell changes, :func:`update` (``python -m tpututor_course translate update``) carries
 the old translation over to the new text, marked *fuzzy*, with the old English kept as
 ``previous_msgid``; until a translator revises it, :func:`build` keeps the **English** text of that
 cell, with a visible note that the translation is older than the original, rather than stale
@@ -277,7 +277,7 @@ class Glossary:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tpututor.course translate")
+    parser = argparse.ArgumentParser(prog="python -m tpututor_course translate")
     parser.add_argument("what", choices=["update", "build"])
     parser.add_argument("--lang", default="ko", choices=LANGUAGES)
     parser.add_argument("lessons", nargs="*", help="only these lessons (NN_topic), for update")

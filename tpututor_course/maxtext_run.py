@@ -2,7 +2,7 @@
 
 MaxText needs Python 3.12 and a newer JAX than the course pins, so it lives in its own venv
 (``.venv-maxtext``, pinned by ``binder/maxtext-requirements.txt``). ``make maxtext-run`` builds that
-venv and runs ``python -m tpututor.course.maxtext_run --out docs/artifacts`` from the main venv, which:
+venv and runs ``python -m tpututor_course.maxtext_run --out docs/artifacts`` from the main venv, which:
 
 1. writes a tiny random Llama with transformers' ``save_pretrained`` (main venv; the shape of
    ``tests/test_models.py``, norms perturbed so that a conversion that dropped them would show);
@@ -172,7 +172,7 @@ def run(out: Path, maxtext_python: str, work: Path, steps: int = STEPS, timeout:
         print(f"maxtext-run: {name}: exit {records[name]['returncode']} in {records[name]['wall_s']} s", flush=True)
         return records[name]
 
-    probe = step("versions", [*net, maxtext_python, "-m", "tpututor.course.maxtext_run", "versions"], 300)
+    probe = step("versions", [*net, maxtext_python, "-m", "tpututor_course.maxtext_run", "versions"], 300)
     maxtext_env = _last_json(probe["output"]) or {}
     base_yml = maxtext_env.get("base_yml", "")
     if base_yml.startswith(str(root) + os.sep):
@@ -180,7 +180,7 @@ def run(out: Path, maxtext_python: str, work: Path, steps: int = STEPS, timeout:
     ok = probe["returncode"] == 0 and bool(base_yml)
     here = os.path.relpath(sys.executable, root) if sys.executable.startswith(str(root) + os.sep) else sys.executable
     if ok:
-        ok = step("checkpoint", [*net, here, "-m", "tpututor.course.maxtext_run", "checkpoint",
+        ok = step("checkpoint", [*net, here, "-m", "tpututor_course.maxtext_run", "checkpoint",
                                  str(hf_dir)], 300)["returncode"] == 0
     if ok:
         ok = step("convert", [*net, maxtext_python, "-m", "maxtext.checkpoint_conversion.to_maxtext", base_yml,
@@ -198,7 +198,7 @@ def run(out: Path, maxtext_python: str, work: Path, steps: int = STEPS, timeout:
         ok = trained["returncode"] == 0 and len(losses) == steps and all(math.isfinite(s["loss"]) for s in losses)
     tensors = None
     if ok:
-        inspected = step("inspect", [*net, maxtext_python, "-m", "tpututor.course.maxtext_run", "inspect",
+        inspected = step("inspect", [*net, maxtext_python, "-m", "tpututor_course.maxtext_run", "inspect",
                                      str(hf_dir), f"{mt_dir}/0/items"], 300)
         tensors = _last_json(inspected["output"])
         ok = inspected["returncode"] == 0 and tensors is not None
@@ -209,7 +209,7 @@ def run(out: Path, maxtext_python: str, work: Path, steps: int = STEPS, timeout:
     record: dict[str, Any] = {
         "what": "the tiny Llama of lesson 13 (bring your own model), written with save_pretrained, converted to a "
                 "MaxText checkpoint and trained on a CPU",
-        "made_by": "make maxtext-run (python -m tpututor.course.maxtext_run --out docs/artifacts)",
+        "made_by": "make maxtext-run (python -m tpututor_course.maxtext_run --out docs/artifacts)",
         "date_utc": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "finished_utc": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "ok": ok,
@@ -381,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args == ["versions"]:
         versions()
         return 0
-    parser = argparse.ArgumentParser(prog="python -m tpututor.course.maxtext_run", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tpututor_course.maxtext_run", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="where maxtext-cpu-run.json and .log go")
     parser.add_argument("--maxtext-python", default=".venv-maxtext/bin/python",
                         help="the MaxText venv's python (make maxtext-run builds .venv-maxtext)")

@@ -1,10 +1,10 @@
-"""``python -m tpututor.course errors_page``: write the error atlas pages from ``tpututor.errors``:
+"""``python -m tpututor_course errors_page``: write the error atlas pages from ``tpututor.errors``:
 ``docs/errors.md`` and, in Korean, ``docs/errors.ko.md``.
 
-    python -m tpututor.course errors_page            # (re)write docs/errors.md and docs/errors.ko.md
-    python -m tpututor.course errors_page --check    # exit 1 if a page is not what the entries give
-    python -m tpututor.course errors_page --lang ko  # only one language's page
-    python -m tpututor.course errors_page --out FILE # write (or check) another file (English unless --lang)
+    python -m tpututor_course errors_page            # (re)write docs/errors.md and docs/errors.ko.md
+    python -m tpututor_course errors_page --check    # exit 1 if a page is not what the entries give
+    python -m tpututor_course errors_page --lang ko  # only one language's page
+    python -m tpututor_course errors_page --out FILE # write (or check) another file (English unless --lang)
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import LANGS, render_page
+from tpututor.errors import LANGS, render_page
 from . import catalog
 
 __all__ = ["main", "page_path"]
@@ -26,7 +26,7 @@ def page_path(root: Path, lang: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tpututor.course errors_page", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tpututor_course errors_page", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale; write nothing")
     parser.add_argument("--lang", choices=LANGS, default=None, help="only this language's page (default: all)")
     parser.add_argument("--out", type=Path, default=None,
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         page = render_page(lang)
         if args.check:
             if not target.exists() or target.read_text(encoding="utf-8") != page:
-                print(f"{target} is stale: run python -m tpututor.course errors_page", file=sys.stderr)
+                print(f"{target} is stale: run python -m tpututor_course errors_page", file=sys.stderr)
                 stale += 1
             else:
                 print(f"{target} is up to date")

@@ -1,7 +1,7 @@
 """Execute lessons headless with papermill, render them to HTML, summarise the run.
 
 Used by ``make run`` (``python -m tpututor run``) and by the test suite, so a lesson runs the
-same way in both. The lessons are those of the clone (:mod:`tpututor.course.catalog`), or the
+same way in both. The lessons are those of the clone (:mod:`tpututor_course.catalog`), or the
 notebooks named. A lesson whose front matter ``imports`` a framework that is missing or broken
 here is *skipped* with the reason (``make colab`` relies on this), never half-run.
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..check import STRICT_ENV
-from ..config import ENV_VAR, profile as resolve_profile
+from tpututor.check import STRICT_ENV
+from tpututor.config import ENV_VAR, profile as resolve_profile
 from . import catalog
 
 __all__ = ["discover", "execute", "with_answers", "run_all", "write_timings", "format_table", "LessonResult", "REHEARSAL_TAG",
@@ -75,7 +75,7 @@ def _error_summary(exc: BaseException) -> str:
 
 def missing_imports(notebook: Path) -> list[str]:
     """What the lesson's front matter ``imports`` that cannot be used here, each with the reason."""
-    from .. import frameworks
+    from tpututor import frameworks
 
     md = notebook.with_suffix(".md")
     if not md.exists():
@@ -91,7 +91,7 @@ def missing_imports(notebook: Path) -> list[str]:
 def with_answers(nb, lesson: str):
     """``nb`` (changed in place, and returned) with the worked answers of ``tpututor.exercises`` in its
     answer cells, where the lesson keeps them there (a lesson that still shows them is left as it is)."""
-    from .. import exercises as store
+    from tpututor import exercises as store
     from .student import exercises
 
     known = store.for_lesson(lesson)
@@ -108,7 +108,7 @@ def _prepared(notebook: Path, folder: Path, rehearse: bool) -> Path:
     every check run again against its stub and against each answer known to be wrong."""
     import nbformat
 
-    from .. import exercises as store
+    from tpututor import exercises as store
     from .student import exercises
 
     nb = with_answers(nbformat.read(notebook, as_version=4), notebook.stem)
@@ -119,7 +119,9 @@ def _prepared(notebook: Path, folder: Path, rehearse: bool) -> Path:
         pairs.append({"solution": solution.source, "check": check_cell.source,
                       "wrong": [{"why": w.why, "code": w.code} for w in (entry.wrong if entry else ())]})
     if rehearse:
-        source = ("from tpututor.course import student as _student\n"
+        # The kernel runs in the output folder; the tooling is importable from the clone it lives in.
+        source = (f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+                  "from tpututor_course import student as _student\n"
                   f"_student.rehearse(get_ipython(), {json.dumps(pairs)!r})")
         nb.cells.append(nbformat.v4.new_code_cell(source, metadata={"tags": [REHEARSAL_TAG]}))
     path = folder / notebook.name
@@ -209,7 +211,7 @@ def run_all(
     line as each finishes; the results come back in teaching order."""
     from concurrent.futures import as_completed
 
-    from ..runtime import detect
+    from tpututor.runtime import detect
 
     if jobs < 1:
         raise ValueError(f"jobs={jobs}: run at least one lesson at a time (jobs >= 1)")

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpututor.lessons import find_root
+
 __all__ = ["Lesson", "DEVICES", "FRAMEWORKS", "find_root", "notebooks_dir", "lessons", "read", "by_topic",
            "LessonError", "Estimate", "estimate", "READING_WPM", "CELL_SECONDS", "CODE_LINES_PER_MINUTE",
            "EXERCISE_MINUTES"]
@@ -103,25 +105,6 @@ class Lesson:
                 "optional": list(self.optional), "devices": self.devices, "note": self.note}
 
 
-def find_root(start: str | os.PathLike | None = None) -> Path:
-    """The repository a tool runs in: ``$TPUTUTOR_REPO``, else the first folder up from ``start``
-    (default: the working directory) with a ``pyproject.toml`` naming ``[tool.tpututor]`` and a
-    ``notebooks/`` folder."""
-    if os.environ.get("TPUTUTOR_REPO"):
-        root = Path(os.environ["TPUTUTOR_REPO"]).resolve()
-        if not (root / "notebooks").is_dir():
-            raise FileNotFoundError(f"TPUTUTOR_REPO={root} has no notebooks/ folder")
-        return root
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        pyproject = folder / "pyproject.toml"
-        if (folder / "notebooks").is_dir() and pyproject.is_file() and "[tool.tpututor]" in pyproject.read_text():
-            return folder
-    raise FileNotFoundError(
-        f"no tpututor repository at or above {here}: run this inside a clone "
-        "(git clone https://github.com/tpututor/tpututor), or pass the notebooks folder explicitly")
-
-
 def notebooks_dir(notebooks: str | os.PathLike | None = None) -> Path:
     """``notebooks`` if given (it must exist), else the clone's ``notebooks/``."""
     if notebooks is not None:
@@ -144,7 +127,7 @@ def _front_matter(text: str, path: Path) -> dict:
     meta = header.get("tpututor")
     if not isinstance(meta, dict):
         raise LessonError(f"{path.name}: the YAML header has no 'tpututor:' block (title, minutes, needs, "
-                          "objectives); see tpututor/course/catalog.py")
+                          "objectives); see tpututor_course/catalog.py")
     return meta
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .. import __version__
+from tpututor import __version__
 from . import catalog, stamp
 
 __all__ = ["problems", "main"]

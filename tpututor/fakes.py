@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..runtime import Host
+from .runtime import Host
 
 __all__ = ["Machine", "MACHINES", "make_host", "COLAB_TPU_PACKAGES", "COLAB_JAX_STACK", "COLAB_PYTHON", "colab_requirements"]
 
@@ -32,7 +32,7 @@ def colab_requirements() -> list[str]:
     """What ``make colab`` installs to stand in for a Colab TPU runtime: its packages at its versions
     (torch from PyPI, which is the CUDA build: Colab's ``+cpu`` wheel lives on PyTorch's own index),
     then the add-ons a lesson's setup cell installs there (``tpututor.launch.ADDONS``)."""
-    from ..launch import ADDONS
+    from .launch import ADDONS
 
     shipped = {name: version.split("+")[0] for name, version in COLAB_TPU_PACKAGES.items()}
     out = [f"{name}=={version}" for name, version in shipped.items()]

@@ -6,7 +6,7 @@ line on fake machines). ``tests/reference/NN_topic.ipynb`` keeps those outputs f
 one run of each lesson), so no lesson runs twice. Text is compared (stdout, ``text/plain``,
 ``text/markdown``, errors); stderr (progress bars, warnings), images and HTML are not.
 
-``python -m tpututor.course reference [EXECUTED_FOLDER]`` rewrites the references, from the
+``python -m tpututor_course reference [EXECUTED_FOLDER]`` rewrites the references, from the
 executed notebooks in the folder given (e.g. ``build/test-run``) or from a fresh ``ci`` run.
 """
 

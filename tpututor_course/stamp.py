@@ -1,7 +1,7 @@
 """Stamp every lesson from its front matter and one repository setting (``make badges``).
 
 ``[tool.tpututor]`` in ``pyproject.toml`` (``repository = "owner/name"``, ``branch``) and each
-lesson's ``tpututor:`` front matter (see :mod:`tpututor.course.catalog`) drive everything a
+lesson's ``tpututor:`` front matter (see :mod:`tpututor_course.catalog`) drive everything a
 learner sees before the first code cell, so a fork or a renumbering changes data, not prose:
 
 * the heading ``# NN · Title`` and the badge block (Colab, Kaggle, Binder) under it;
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import quote
 
-from ..launch import SETUP_CELL
+from tpututor.launch import SETUP_CELL
 from . import catalog
 from .catalog import Lesson
 

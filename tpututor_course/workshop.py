@@ -7,9 +7,9 @@ full day and the whole course, per lesson its objectives, prerequisites, the run
 measured execution times and a reading time, and the common failures with
 their fixes (from the doctor's warnings on faked machines and the pre-flight).
 
-``python -m tpututor.course workshop [CI_TIMINGS FULL_TIMINGS]``; with no arguments it
+``python -m tpututor_course workshop [CI_TIMINGS FULL_TIMINGS]``; with no arguments it
 regenerates the guide from ``docs/timings.json``. Lessons are read through
-:mod:`tpututor.course.catalog`, from their front matter.
+:mod:`tpututor_course.catalog`, from their front matter.
 
 Each translated edition gets its guide too, ``docs/workshop.<lang>.md`` (``docs/workshop.ko.md``): the
 same agendas, timings and commands, with the guide's own words from :data:`TEXT` and each lesson's
@@ -205,9 +205,9 @@ def _agenda(lessons: Sequence[Lesson], title: str, days: int, hours: float, star
 def _failures(text: dict = TEXT["en"]) -> list[str]:
     """Common failures and their fixes: the doctor's warnings on faked machines, then setup and pre-flight.
     The situation and the fix are in ``text``'s language; the doctor's message as it prints it."""
-    from ..doctor import warnings_for
-    from ..runtime import detect
-    from . import fakes
+    from tpututor.doctor import warnings_for
+    from tpututor.runtime import detect
+    from tpututor import fakes
 
     # (situation, fake machine, what the frameworks said when probed)
     cases = [(m.description, m, None) for m in fakes.MACHINES.values()] + [
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     record = docs / "timings.json"
     if args:
         if len(args) != 2:
-            print("usage: python -m tpututor.course workshop [CI_TIMINGS FULL_TIMINGS]", file=sys.stderr)
+            print("usage: python -m tpututor_course workshop [CI_TIMINGS FULL_TIMINGS]", file=sys.stderr)
             return 2
         timings = {}
         for path in args:

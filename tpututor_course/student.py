@@ -6,7 +6,7 @@ signature (and docstring) with ``...`` for a body, so it returns None. The
 check cells report ``...`` and None as NOT ATTEMPTED, so a student notebook
 runs top to bottom without an error before anything is filled in.
 
-``make student`` (``python -m tpututor.course student``) writes ``build/student/``. The test
+``make student`` (``python -m tpututor_course student``) writes ``build/student/``. The test
 suite does not execute the student build separately: :func:`rehearse` replays each exercise, as
 the student build has it, at the end of the one run of the lesson (see ``course.runner``).
 """
@@ -109,7 +109,7 @@ def rehearse(shell, pairs_json: str) -> list[dict]:
     known to be wrong (``pair["wrong"]``, from ``tpututor.exercises``). Strict checks are off, output
     is swallowed; one line ``tpututor-rehearsal: [...]`` (JSON) is printed for the test suite.
     """
-    from .. import check
+    from tpututor import check
 
     def run(answer: str, check_source: str, forget: str) -> dict:
         for name in bound_names(forget):

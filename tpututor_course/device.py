@@ -9,7 +9,7 @@ TensorFlow or torch-xla, and cannot download. So the run is prepared here:
   the large scientific stack the image has, :data:`PRESENT`) into ``build/device-bundle/``, and
   prints its size (the repository and the bundle travel together, 64 MiB at most).
 * on the machine, from the repository root (:func:`check`):
-  ``python3 -m tpututor.course device check --out $OUT`` installs the wheels into a scratch folder
+  ``python3 -m tpututor_course device check --out $OUT`` installs the wheels into a scratch folder
   (no network), runs every lesson with papermill in the full profile under a per-lesson timeout and a
   total budget, then ``python -m tpututor bench matmul`` in bf16 at n=8192 for JAX and for
   torch.matmul, the training benchmark and the KV-cache benchmark, and packs the executed
@@ -134,7 +134,7 @@ def _run(argv: Sequence[str], env: dict, timeout: float, cwd: Path) -> tuple[int
 
 _EXECUTE = """
 import json, sys
-from tpututor.course import runner
+from tpututor_course import runner
 r = runner.execute(sys.argv[1], sys.argv[2], profile=sys.argv[3], device=sys.argv[4])
 print("RESULT " + json.dumps({"status": r.status, "seconds": r.seconds, "error": r.error}))
 """
@@ -239,7 +239,7 @@ def check(bundle_dir: Path, out: Path, profile: str = "full", budget: float = BU
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tpututor.course device")
+    parser = argparse.ArgumentParser(prog="python -m tpututor_course device")
     sub = parser.add_subparsers(dest="what", required=True)
     b = sub.add_parser("bundle", help="download the carried wheels for Python 3.12 (here, with network)")
     b.add_argument("--out", default="build/device-bundle")
