@@ -1,6 +1,6 @@
 # tpututor: every target bootstraps .venv from nothing (Python 3.11 + constraints.txt).
 #   make run        execute every lesson headless into build/ and print a summary (PROFILE=full|ci)
-#   make test       unit tests and every lesson executed once (ci profile)
+#   make test       ruff (lint, format), unit tests and every lesson executed once (ci profile)
 #   make test-fast  everything except executing the lessons and the slow framework tests (a few minutes)
 #   make lab        JupyterLab on notebooks/ (a .md opens as a notebook)
 #   make sync       pair notebooks/*.md and *.ipynb with Jupytext, outputs stripped
@@ -69,9 +69,11 @@ JOBS ?= 2
 # The two environments and the Debian packages are installed side by side first (downloads overlap).
 test:
 	@$(MAKE) --no-print-directory -j3 $(STAMP) $(COLAB_STAMP) system
+	$(PY) -m ruff check && $(PY) -m ruff format --check
 	TPUTUTOR_PROFILE=ci TPUTUTOR_TEST_RUN=$(TEST_RUN) TPUTUTOR_STRICT_SKIPS=1 TPUTUTOR_TEST_JOBS=$(JOBS) $(PY) -m pytest
 
 test-fast: $(STAMP)
+	$(PY) -m ruff check && $(PY) -m ruff format --check
 	TPUTUTOR_PROFILE=ci $(PY) -m pytest -m "not lessons and not slow"
 
 # Colab's TPU runtime keeps its own JAX (the setup cell does not replace it: libtpu must match), its

@@ -48,10 +48,14 @@ def main() -> int:
     e, f = min(eager, key=lambda r: r.seconds), min(fused, key=lambda r: r.seconds)
     print(f"softmax on ({args.rows}, {args.cols}) float32, {jax.devices()[0].device_kind}")
     print(bench.table([e, f]))
-    print(f"kernels: {stages.unoptimized.kernels} before optimisation, {stages.optimized.kernels} optimised "
-          f"({sum(stages.optimized.fusions.values())} fusions)")
-    print(f"bytes: op by op {unfused_bytes / 2**20:.0f} MiB, fused {stages.cost['bytes accessed'] / 2**20:.0f} MiB, "
-          f"bytes_ratio={unfused_bytes / stages.cost['bytes accessed']:.2f}")
+    print(
+        f"kernels: {stages.unoptimized.kernels} before optimisation, {stages.optimized.kernels} optimised "
+        f"({sum(stages.optimized.fusions.values())} fusions)"
+    )
+    print(
+        f"bytes: op by op {unfused_bytes / 2**20:.0f} MiB, fused {stages.cost['bytes accessed'] / 2**20:.0f} MiB, "
+        f"bytes_ratio={unfused_bytes / stages.cost['bytes accessed']:.2f}"
+    )
     speedup = e.seconds / f.seconds
     print(f"fusion_speedup={speedup:.2f}")
     return 0 if speedup >= 2.0 else 1

@@ -71,17 +71,23 @@ def main() -> int:
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
-    print(f"{cfg}\n{new} new tokens after an {PROMPT}-token prompt, batch 1, {repeats} alternating runs, "
-          f"on {device.platform.upper()} ({device.device_kind})")
+    print(
+        f"{cfg}\n{new} new tokens after an {PROMPT}-token prompt, batch 1, {repeats} alternating runs, "
+        f"on {device.platform.upper()} ({device.device_kind})"
+    )
     for name, ts in times.items():
         rates = [new / t for t in ts]
-        print(f"  {name:10s} {statistics.median(rates):10,.0f} tokens/s  (spread {min(rates):,.0f} to {max(rates):,.0f})")
+        print(
+            f"  {name:10s} {statistics.median(rates):10,.0f} tokens/s  (spread {min(rates):,.0f} to {max(rates):,.0f})"
+        )
     pairs = [r / c for r, c in zip(times["recompute"], times["kv cache"])]
     speedup = statistics.median(times["recompute"]) / statistics.median(times["kv cache"])
     print(f"  speedup per run: {', '.join(f'{p:.1f}' for p in pairs)}")
 
     # One decode step with the whole cache against (cache bytes + weight bytes) / measured bandwidth.
-    add = bench.run("add", 2048 if args.quick else 4096, "float32", "jax", repeats=repeats)  # 48 or 192 MiB: past the caches
+    add = bench.run(
+        "add", 2048 if args.quick else 4096, "float32", "jax", repeats=repeats
+    )  # 48 or 192 MiB: past the caches
     state = [jax.device_put(jnp.zeros(1, jnp.int32), device), decode.init_cache(cfg, 1)]
     pos = jnp.full(1, context - 1, jnp.int32)
 
@@ -94,9 +100,11 @@ def main() -> int:
     step_s = statistics.median(runs) / 16
     bandwidth = add.bytes / add.min_seconds  # the best run: the least interference from other work
     bound = decode.min_step_seconds(cfg, 1, context, bandwidth)
-    print(f"decode step, full cache: {step_s * 1e6:,.0f} us (spread {min(runs) / 16 * 1e6:,.0f} to "
-          f"{max(runs) / 16 * 1e6:,.0f}); bound {bound * 1e6:,.1f} us at the measured {bandwidth / 1e9:.1f} GB/s "
-          f"(median run {add.bytes_per_s / 1e9:.1f} GB/s)")
+    print(
+        f"decode step, full cache: {step_s * 1e6:,.0f} us (spread {min(runs) / 16 * 1e6:,.0f} to "
+        f"{max(runs) / 16 * 1e6:,.0f}); bound {bound * 1e6:,.1f} us at the measured {bandwidth / 1e9:.1f} GB/s "
+        f"(median run {add.bytes_per_s / 1e9:.1f} GB/s)"
+    )
     print(f"kv_cache_speedup={speedup:.2f} decode_vs_bound={step_s / bound:.2f}")
     return 0 if args.quick or speedup >= 5.0 else 1
 

@@ -55,10 +55,14 @@ def main() -> int:
     ratio = qb[1] / qh[1]
     spread = max((qb[2] - qb[0]) / 2 / qb[1], (qh[2] - qh[0]) / 2 / qh[1])
     print(f"float32 matmul n={n} on {jax.devices()[0].device_kind}, {calls} calls each, interleaved call by call")
-    print(f"bench.time_calls: median {qb[1] * 1e3:7.3f} ms (IQR {qb[0] * 1e3:.3f}-{qb[2] * 1e3:.3f})  "
-          f"{flops / qb[1] / 1e9:7.1f} GFLOP/s")
-    print(f"stopwatch       : median {qh[1] * 1e3:7.3f} ms (IQR {qh[0] * 1e3:.3f}-{qh[2] * 1e3:.3f})  "
-          f"{flops / qh[1] / 1e9:7.1f} GFLOP/s")
+    print(
+        f"bench.time_calls: median {qb[1] * 1e3:7.3f} ms (IQR {qb[0] * 1e3:.3f}-{qb[2] * 1e3:.3f})  "
+        f"{flops / qb[1] / 1e9:7.1f} GFLOP/s"
+    )
+    print(
+        f"stopwatch       : median {qh[1] * 1e3:7.3f} ms (IQR {qh[0] * 1e3:.3f}-{qh[2] * 1e3:.3f})  "
+        f"{flops / qh[1] / 1e9:7.1f} GFLOP/s"
+    )
 
     end_to_end, by_hand = [], []
     for _ in range(10):  # bench.matmul builds its own inputs and compiles: interleave in blocks of 5
@@ -67,19 +71,26 @@ def main() -> int:
             t0 = time.perf_counter()
             compiled(a, b).block_until_ready()
             by_hand.append(time.perf_counter() - t0)
-    print(f"bench.matmul end to end: median {statistics.median(end_to_end) * 1e3:.3f} ms against "
-          f"{statistics.median(by_hand) * 1e3:.3f} ms by hand (ratio "
-          f"{statistics.median(end_to_end) / statistics.median(by_hand):.3f})")
+    print(
+        f"bench.matmul end to end: median {statistics.median(end_to_end) * 1e3:.3f} ms against "
+        f"{statistics.median(by_hand) * 1e3:.3f} ms by hand (ratio "
+        f"{statistics.median(end_to_end) / statistics.median(by_hand):.3f})"
+    )
 
-    records = [bench.matmul(n, "float32", fw, repeats=5) for fw in bench.available()
-               if fw in ("jax", "numpy", "torch", "torch_xla")]
+    records = [
+        bench.matmul(n, "float32", fw, repeats=5)
+        for fw in bench.available()
+        if fw in ("jax", "numpy", "torch", "torch_xla")
+    ]
     blas = next((r for r in records if r.framework == "numpy"), None)  # NumPy's matmul is the BLAS itself
     print(bench.table(records))
     if blas is not None and len(records) > 1:
         best = max((r for r in records if r.framework != "numpy"), key=lambda r: r.flops_per_s)
-        print(f"best framework {best.framework}: {best.flops_per_s / 1e9:.1f} GFLOP/s; "
-              f"best BLAS (numpy): {blas.flops_per_s / 1e9:.1f} GFLOP/s; "
-              f"framework_vs_blas={best.flops_per_s / blas.flops_per_s:.2f}")
+        print(
+            f"best framework {best.framework}: {best.flops_per_s / 1e9:.1f} GFLOP/s; "
+            f"best BLAS (numpy): {blas.flops_per_s / 1e9:.1f} GFLOP/s; "
+            f"framework_vs_blas={best.flops_per_s / blas.flops_per_s:.2f}"
+        )
     print(f"fidelity_ratio={ratio:.3f} spread={spread:.3f}")
     return 0 if 0.97 <= ratio <= 1.03 else 1
 

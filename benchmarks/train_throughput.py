@@ -79,8 +79,9 @@ def torch_trainer(cfg: lm.Config, batch: int, corpus, torch, device: str = "cpu"
         def forward(self, x):
             b, s, d = x.shape
             h = self.norm1(x)
-            q, k, v = (f(h).view(b, s, cfg.n_heads, cfg.head_dim).transpose(1, 2)
-                       for f in (self.query, self.key, self.value))
+            q, k, v = (
+                f(h).view(b, s, cfg.n_heads, cfg.head_dim).transpose(1, 2) for f in (self.query, self.key, self.value)
+            )
             att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.out(att.transpose(1, 2).reshape(b, s, d))
             return x + self.down(F.gelu(self.up(self.norm2(x)), approximate="tanh"))
@@ -101,8 +102,9 @@ def torch_trainer(cfg: lm.Config, batch: int, corpus, torch, device: str = "cpu"
     model = LM().to(device)
     matrices = [p for p in model.parameters() if p.ndim > 1]  # as lm.optimizer: no decay on the norms' scales
     others = [p for p in model.parameters() if p.ndim <= 1]
-    opt = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1}, {"params": others, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(
+        [{"params": matrices, "weight_decay": 0.1}, {"params": others, "weight_decay": 0.0}], lr=3e-4, betas=(0.9, 0.95)
+    )
     inputs = torch.as_tensor(corpus[0]["inputs"], dtype=torch.long, device=device)
     targets = torch.as_tensor(corpus[0]["targets"], dtype=torch.long, device=device)
 
@@ -140,10 +142,18 @@ class JaxWorker:
     """
 
     def __init__(self, argv: list[str]):
-        env = {**os.environ, "JAX_PLATFORMS": "cpu",
-               "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {ONE_THREAD_XLA}".strip()}
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", *argv],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        env = {
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {ONE_THREAD_XLA}".strip(),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self._ask(None)  # waits until the child has compiled its step
 
     def _ask(self, command: str | None) -> float:
@@ -187,6 +197,7 @@ def worker(cfg: lm.Config, batch: int, corpus) -> int:
 
 def _with_threads(torch, threads: int, run):
     """``run`` with PyTorch's intra-op thread pool set to ``threads`` while it runs."""
+
     def timed(n: int) -> float:
         torch.set_num_threads(threads)
         return run(n)
@@ -214,10 +225,17 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=16, help="sequences per step (as in the lesson)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=3, help="timed steps per round and framework")
-    parser.add_argument("--compute-dtype", default="bfloat16", choices=("bfloat16", "float32"),
-                        help="the matmuls' dtype in both frameworks (the lesson: bfloat16)")
-    parser.add_argument("--quick", action="store_true",
-                        help="the ci-profile model, batch 8, 2 rounds of 2 steps: a smoke test in seconds")
+    parser.add_argument(
+        "--compute-dtype",
+        default="bfloat16",
+        choices=("bfloat16", "float32"),
+        help="the matmuls' dtype in both frameworks (the lesson: bfloat16)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the ci-profile model, batch 8, 2 rounds of 2 steps: a smoke test in seconds",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the measured figures, with the device, to PATH")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # the one-thread JAX child
     args = parser.parse_args()
@@ -230,7 +248,9 @@ def main() -> int:
     import jax
 
     device = jax.devices()[0]
-    where = device.platform.upper() + ("" if device.device_kind.lower() == device.platform else f" ({device.device_kind})")
+    where = device.platform.upper() + (
+        "" if device.device_kind.lower() == device.platform else f" ({device.device_kind})"
+    )
     cfg = lm.Config(**{**lm.PROFILES[profile].to_dict(), "compute_dtype": args.compute_dtype})
     text, _, _ = lm.stdlib_corpus(60_000 if args.quick else 300_000)
     corpus = lm.dataset(lm.encode(text), cfg.seq_len, batch, seed=0)
@@ -238,9 +258,11 @@ def main() -> int:
     flops = mfu.flops_per_step(cfg, batch)
     if args.worker:
         return worker(cfg, batch, corpus)
-    print(f"model ({profile} profile{', --quick' if args.quick else ''}): {cfg}\n{cfg.n_params():,} parameters, "
-          f"batch {batch} x {cfg.seq_len} = {tokens:,} tokens, {flops / 1e9:.2f} GFLOPs per step (model FLOPs); "
-          f"JAX {jax.__version__} on {where}; host CPU: {os.cpu_count()} logical cores")
+    print(
+        f"model ({profile} profile{', --quick' if args.quick else ''}): {cfg}\n{cfg.n_params():,} parameters, "
+        f"batch {batch} x {cfg.seq_len} = {tokens:,} tokens, {flops / 1e9:.2f} GFLOPs per step (model FLOPs); "
+        f"JAX {jax.__version__} on {where}; host CPU: {os.cpu_count()} logical cores"
+    )
 
     torch = frameworks.load("torch")
     libraries = ("jax", "torch") if torch is not None and device.platform == "cpu" else ("jax",)
@@ -250,16 +272,19 @@ def main() -> int:
     if datasheet and chip and chip.jax_devices_per_chip > 1:  # the table's peak is per chip; this is one JAX device
         datasheet, datasheet_label = datasheet / chip.jax_devices_per_chip, f"{datasheet_label}, per JAX device"
     whose = "the faster of JAX and PyTorch" if len(libraries) > 1 else "JAX"
-    print(f"matmul ceiling: {peak / 1e9:,.1f} GFLOP/s ({cfg.compute_dtype}, {whose} on {where}, fastest call at "
-          f"{'/'.join(map(str, sizes))}: {size})"
-          + (f"; {datasheet_label}: {datasheet / 1e9:,.0f} GFLOP/s" if datasheet else f"; {datasheet_label}"))
+    print(
+        f"matmul ceiling: {peak / 1e9:,.1f} GFLOP/s ({cfg.compute_dtype}, {whose} on {where}, fastest call at "
+        f"{'/'.join(map(str, sizes))}: {size})"
+        + (f"; {datasheet_label}: {datasheet / 1e9:,.0f} GFLOP/s" if datasheet else f"; {datasheet_label}")
+    )
 
     cores = os.cpu_count() or 1
     one_thread = None
     if device.platform == "cpu" and cores > 1:  # JAX at one thread and at every core, as PyTorch below
         runners = {f"jax, {cores} threads": jax_trainer(cfg, batch, corpus)}
-        one_thread = JaxWorker(["--batch", str(batch), "--compute-dtype", args.compute_dtype]
-                               + (["--quick"] if args.quick else []))
+        one_thread = JaxWorker(
+            ["--batch", str(batch), "--compute-dtype", args.compute_dtype] + (["--quick"] if args.quick else [])
+        )
         runners["jax, 1 thread"] = one_thread
         peak = max(peak, one_thread.ceiling(cfg.compute_dtype, size))
     else:
@@ -267,16 +292,21 @@ def main() -> int:
     if torch is None:
         print(frameworks.status("torch").skipped("the PyTorch comparison"))
     elif device.platform == "gpu" and not torch.cuda.is_available():
-        print("JAX runs on a GPU but this PyTorch sees none: the PyTorch comparison is skipped "
-              "(install a CUDA build of torch to compare on the same device)")
+        print(
+            "JAX runs on a GPU but this PyTorch sees none: the PyTorch comparison is skipped "
+            "(install a CUDA build of torch to compare on the same device)"
+        )
     elif device.platform == "gpu":
-        runners[f"torch eager, cuda ({torch.cuda.get_device_name(0)})"] = torch_trainer(cfg, batch, corpus, torch, "cuda")
+        runners[f"torch eager, cuda ({torch.cuda.get_device_name(0)})"] = torch_trainer(
+            cfg, batch, corpus, torch, "cuda"
+        )
     elif device.platform != "cpu":
         print(f"JAX runs on {where}; eager PyTorch has no such device here: the PyTorch comparison is skipped")
     else:  # PyTorch at one thread and at every core: on a busy machine its thread pool can do worse with more
         for threads in sorted({1, os.cpu_count() or 1}):
             runners[f"torch eager, {threads} thread{'s' if threads > 1 else ''}"] = _with_threads(
-                torch, threads, torch_trainer(cfg, batch, corpus, torch))
+                torch, threads, torch_trainer(cfg, batch, corpus, torch)
+            )
     for run in runners.values():
         run(1)  # warm-up (the JAX step is compiled already; PyTorch's first step allocates)
 
@@ -284,10 +314,17 @@ def main() -> int:
     for r in range(rounds):  # interleaved: each round times every framework once, and the ceiling
         for name, run in runners.items():
             rates[name].append(tokens / run(steps))
-        peak = max(peak, ceiling(cfg.compute_dtype, (size,), libraries)[0],  # the best seen: a ceiling
-                   one_thread.ceiling(cfg.compute_dtype, size) if one_thread else 0.0)
-        print(f"round {r + 1}: " + ", ".join(f"{n} {v[-1]:,.0f} tok/s" for n, v in rates.items())
-              + f"; ceiling so far {peak / 1e9:,.0f} GFLOP/s", flush=True)
+        peak = max(
+            peak,
+            ceiling(cfg.compute_dtype, (size,), libraries)[0],  # the best seen: a ceiling
+            one_thread.ceiling(cfg.compute_dtype, size) if one_thread else 0.0,
+        )
+        print(
+            f"round {r + 1}: "
+            + ", ".join(f"{n} {v[-1]:,.0f} tok/s" for n, v in rates.items())
+            + f"; ceiling so far {peak / 1e9:,.0f} GFLOP/s",
+            flush=True,
+        )
 
     if one_thread is not None:
         one_thread.close()
@@ -295,18 +332,34 @@ def main() -> int:
     jax_best = max(jax_names, key=lambda n: statistics.median(rates[n]))
     jax_rate = statistics.median(rates[jax_best])
     jax_mfu = jax_rate / tokens * flops / peak
-    record = {"benchmark": "train_throughput", "quick": args.quick, "profile": profile, "config": cfg.to_dict(),
-              "batch": batch, "rounds": rounds, "steps_per_round": steps, "device": device.device_kind,
-              "platform": device.platform, "jax": jax.__version__, "model_flops_per_step": flops,
-              "ceiling_flops_per_s": peak, "datasheet_peak_flops_per_s": datasheet, "datasheet_peak": datasheet_label,
-              "tokens_per_s": {n: statistics.median(v) for n, v in rates.items()}, "jax_faster_setting": jax_best,
-              "mfu_of_ceiling": {n: statistics.median(v) / tokens * flops / peak for n, v in rates.items()}}
+    record = {
+        "benchmark": "train_throughput",
+        "quick": args.quick,
+        "profile": profile,
+        "config": cfg.to_dict(),
+        "batch": batch,
+        "rounds": rounds,
+        "steps_per_round": steps,
+        "device": device.device_kind,
+        "platform": device.platform,
+        "jax": jax.__version__,
+        "model_flops_per_step": flops,
+        "ceiling_flops_per_s": peak,
+        "datasheet_peak_flops_per_s": datasheet,
+        "datasheet_peak": datasheet_label,
+        "tokens_per_s": {n: statistics.median(v) for n, v in rates.items()},
+        "jax_faster_setting": jax_best,
+        "mfu_of_ceiling": {n: statistics.median(v) / tokens * flops / peak for n, v in rates.items()},
+    }
     if datasheet:
         record["mfu_of_datasheet"] = jax_rate / tokens * flops / datasheet
-    parts = [f"{name} on {where} {spread(rates[name])} tok/s, MFU {statistics.median(rates[name]) / tokens * flops / peak:.1%}"
-             for name in jax_names]
-    parts[jax_names.index(jax_best)] += (f" of the {peak / 1e9:,.0f} GFLOP/s measured ceiling"
-                                         + (f" ({record['mfu_of_datasheet']:.1%} of the {datasheet_label})" if datasheet else ""))
+    parts = [
+        f"{name} on {where} {spread(rates[name])} tok/s, MFU {statistics.median(rates[name]) / tokens * flops / peak:.1%}"
+        for name in jax_names
+    ]
+    parts[jax_names.index(jax_best)] += f" of the {peak / 1e9:,.0f} GFLOP/s measured ceiling" + (
+        f" ({record['mfu_of_datasheet']:.1%} of the {datasheet_label})" if datasheet else ""
+    )
     setting = f" (its faster setting, {jax_best.split(', ', 1)[1]})" if len(jax_names) > 1 else ""
     targets = [f"jax MFU >= 30%{setting}: {'met' if jax_mfu >= 0.30 else 'MISSED'}"]
     torch_names = [n for n in rates if n.startswith("torch")]
@@ -316,8 +369,10 @@ def main() -> int:
     if torch_names:
         best = max(torch_names, key=lambda n: statistics.median(rates[n]))
         torch_rate = statistics.median(rates[best])
-        targets.append(f"jax{setting} >= torch eager (its faster setting, {best.split(', ', 1)[1]}): "
-                       f"{'met' if jax_rate >= torch_rate else 'MISSED'} ({jax_rate / torch_rate:.2f}x)")
+        targets.append(
+            f"jax{setting} >= torch eager (its faster setting, {best.split(', ', 1)[1]}): "
+            f"{'met' if jax_rate >= torch_rate else 'MISSED'} ({jax_rate / torch_rate:.2f}x)"
+        )
         record["jax_over_torch"] = jax_rate / torch_rate
     else:
         targets.append("jax >= torch eager: not measured (no torch on this device)")

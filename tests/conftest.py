@@ -23,10 +23,13 @@ import jax  # noqa: E402
 # The SPMD tests shard over 8 devices: simulate them before any test starts JAX's backend.
 # (Only this process: subprocesses and notebook kernels start with their own settings.)
 jax.config.update("jax_num_cpu_devices", 8)
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # the course tooling sits beside tpututor in the clone (it is not installed)
+    sys.path.insert(0, str(ROOT))
+
 from tpututor import fakes  # noqa: E402
 from tpututor_course import catalog, runner  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 PYTHON = sys.executable
 CATALOG = catalog.lessons(NOTEBOOKS)  # every lesson, found from the front matter, not listed by hand
@@ -35,15 +38,22 @@ LESSON_IDS = [p.stem for p in LESSONS]
 # Where the one run of each lesson goes: $TPUTUTOR_TEST_RUN (make test: build/test-run), else a temp dir.
 TEST_RUN = Path(os.environ.get("TPUTUTOR_TEST_RUN") or tempfile.mkdtemp(prefix="tpututor-test-run-"))
 EXECUTIONS: dict[str, int] = {}
-CPU_ONLY = pytest.mark.skipif(HERE.accelerator.kind != "cpu",
-                              reason=f"expects a CPU-only machine; this one has {HERE.accelerator.name}")
+CPU_ONLY = pytest.mark.skipif(
+    HERE.accelerator.kind != "cpu", reason=f"expects a CPU-only machine; this one has {HERE.accelerator.name}"
+)
 
 
 def run_python(code: str, *argv: str, env: dict | None = None, clean_env: bool = False, timeout: int = 300) -> str:
     """Run ``code`` in a fresh interpreter from the repository root; fail with its stderr unless it
     exits 0; return its stdout. ``env`` is added to this environment, or replaces it (``clean_env``)."""
-    out = subprocess.run([PYTHON, "-c", textwrap.dedent(code), *argv], capture_output=True, text=True,
-                         timeout=timeout, cwd=ROOT, env=dict(env or {}) if clean_env else {**os.environ, **(env or {})})
+    out = subprocess.run(
+        [PYTHON, "-c", textwrap.dedent(code), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=dict(env or {}) if clean_env else {**os.environ, **(env or {})},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
@@ -83,8 +93,9 @@ def pytest_collection_finish(session):
     wanted = _lessons_wanted(session.items)
     if jobs < 1 or not wanted:
         return
-    _POOL, futures = runner.start([NOTEBOOKS / f"{stem}.ipynb" for stem in wanted], TEST_RUN, jobs, profile="ci",
-                                  rehearse=True)
+    _POOL, futures = runner.start(
+        [NOTEBOOKS / f"{stem}.ipynb" for stem in wanted], TEST_RUN, jobs, profile="ci", rehearse=True
+    )
     _AHEAD.update({path.stem: future for path, future in futures.items()})
 
 
@@ -127,14 +138,23 @@ def pytest_sessionfinish(session, exitstatus):
     if _POOL is not None:  # lessons nobody asked for (a test that failed before asking) are not run
         _POOL.shutdown(wait=True, cancel_futures=True)
 
-    if os.environ.get("TPUTUTOR_STRICT_SKIPS") != "1" or session.config.option.keyword or session.config.option.markexpr:
+    if (
+        os.environ.get("TPUTUTOR_STRICT_SKIPS") != "1"
+        or session.config.option.keyword
+        or session.config.option.markexpr
+    ):
         return
-    unexpected = [(nodeid, reason) for nodeid, reason in _SKIPPED
-                  if not any(fnmatch.fnmatch(nodeid, pattern) for pattern in EXPECTED_SKIPS)]
+    unexpected = [
+        (nodeid, reason)
+        for nodeid, reason in _SKIPPED
+        if not any(fnmatch.fnmatch(nodeid, pattern) for pattern in EXPECTED_SKIPS)
+    ]
     if unexpected:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = [f"  {nodeid}: {reason}" for nodeid, reason in unexpected]
-        message = "\n".join(["tests skipped that are expected to run here (tests/conftest.py, EXPECTED_SKIPS):", *lines])
+        message = "\n".join(
+            ["tests skipped that are expected to run here (tests/conftest.py, EXPECTED_SKIPS):", *lines]
+        )
         if reporter:
             reporter.write_line(message, red=True)
         session.exitstatus = 1

@@ -9,15 +9,18 @@ import pytest
 from tpututor.hardware import slice_of
 
 
-@pytest.mark.parametrize("name, chips, shape, hosts, devices", [
-    ("v5e-8", 8, (2, 4), 1, 8),  # a v5litepod-8 is one VM of 8 chips
-    ("v5litepod-16", 16, (4, 4), 4, 16),  # multi-host v5e slices have 4 chips per VM
-    ("v6e-256", 256, (16, 16), 64, 256),
-    ("v5p-8", 4, (2, 2, 1), 1, 4),  # v5p names count TensorCores, two per chip
-    ("v5p-32", 16, (2, 2, 4), 4, 16),
-    ("v5p-128", 64, (4, 4, 4), 16, 64),
-    ("tpu7x-8", 4, (2, 2, 1), 1, 8),  # TPU7x shows each TensorCore as a JAX device
-])
+@pytest.mark.parametrize(
+    "name, chips, shape, hosts, devices",
+    [
+        ("v5e-8", 8, (2, 4), 1, 8),  # a v5litepod-8 is one VM of 8 chips
+        ("v5litepod-16", 16, (4, 4), 4, 16),  # multi-host v5e slices have 4 chips per VM
+        ("v6e-256", 256, (16, 16), 64, 256),
+        ("v5p-8", 4, (2, 2, 1), 1, 4),  # v5p names count TensorCores, two per chip
+        ("v5p-32", 16, (2, 2, 4), 4, 16),
+        ("v5p-128", 64, (4, 4, 4), 16, 64),
+        ("tpu7x-8", 4, (2, 2, 1), 1, 8),  # TPU7x shows each TensorCore as a JAX device
+    ],
+)
 def test_a_slice_name_becomes_the_real_slices_chips_shape_and_hosts(name, chips, shape, hosts, devices):
     s = slice_of(name)
     assert (s.chips, s.shape, s.hosts, s.devices) == (chips, shape, hosts, devices)
@@ -50,8 +53,10 @@ def test_libtpu_is_installed_in_the_course_environment():
 
 
 @needs_libtpu
-@pytest.mark.parametrize("name, kind, processes", [("v5e-8", "TPU v5 lite", 1), ("v5p-32", "TPU v5", 4),
-                                                   ("v6e-16", "TPU v6 lite", 4), ("tpu7x-8", "TPU7x", 1)])
+@pytest.mark.parametrize(
+    "name, kind, processes",
+    [("v5e-8", "TPU v5 lite", 1), ("v5p-32", "TPU v5", 4), ("v6e-16", "TPU v6 lite", 4), ("tpu7x-8", "TPU7x", 1)],
+)
 def test_the_described_slice_has_the_real_device_kind_and_one_process_per_host(name, kind, processes):
     devices = aot.topology(name).devices
     assert len(devices) == slice_of(name).devices
@@ -104,11 +109,14 @@ def test_a_program_too_big_for_hbm_is_refused_with_the_compilers_message():
 def test_torch_xla_still_runs_on_the_cpu_beside_libtpu_in_one_environment():
     from conftest import run_python
 
-    out = run_python("""
+    out = run_python(
+        """
         import torch, torch_xla
         from jax.experimental import topologies
         x = torch.ones(3, device=torch_xla.device()) * 2
         torch_xla.sync()
         print(x.cpu().tolist(), str(torch_xla.device()))
-    """, env={**os.environ, "PJRT_DEVICE": "CPU"})
+    """,
+        env={**os.environ, "PJRT_DEVICE": "CPU"},
+    )
     assert "[2.0, 2.0, 2.0] xla:0" in out

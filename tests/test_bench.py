@@ -36,7 +36,9 @@ def test_elementwise_add_moves_twelve_bytes_per_float32_flop():
 def test_crossover_size_puts_the_matmul_on_the_ridge():
     v5e = roofline.Roofline.of("v5e")
     n = v5e.crossover_size("bfloat16")
-    assert roofline.matmul_intensity(round(n), round(n), round(n), "bfloat16") == pytest.approx(v5e.ridge_point, rel=1e-2)
+    assert roofline.matmul_intensity(round(n), round(n), round(n), "bfloat16") == pytest.approx(
+        v5e.ridge_point, rel=1e-2
+    )
     assert v5e.bound(roofline.matmul_intensity(4096, 4096, 4096, "bfloat16")) == "compute"
     assert v5e.bound(1 / 12) == "memory"
 
@@ -77,8 +79,9 @@ def test_roofline_plot_draws_roofs_and_measured_series(tmp_path):
 
 def test_time_calls_syncs_every_timed_call_and_times_the_first_apart():
     events = []
-    first, times = bench.time_calls(lambda: events.append("call") or len(events), lambda r: events.append("sync"),
-                                    warmup=2, repeats=3)
+    first, times = bench.time_calls(
+        lambda: events.append("call") or len(events), lambda r: events.append("sync"), warmup=2, repeats=3
+    )
     assert events == ["call", "sync"] * 5 and len(times) == 3 and first >= 0
 
 
@@ -105,8 +108,7 @@ def test_a_busy_spell_falls_on_both_alternating_calls_alike(monkeypatch):
         clock["now"] += cost * (10 if 5 <= clock["runs"] <= 8 else 1)
 
     monkeypatch.setattr(bench.time, "perf_counter", lambda: clock["now"])
-    times = bench.time_alternating({"fast": lambda: run(1.0), "slow": lambda: run(1.1)}, lambda r: None,
-                                   repeats=5)
+    times = bench.time_alternating({"fast": lambda: run(1.0), "slow": lambda: run(1.1)}, lambda r: None, repeats=5)
     assert sorted(times["fast"])[2] < sorted(times["slow"])[2]  # the medians keep the order
 
 
@@ -196,7 +198,9 @@ def test_amortised_tiny_matmul_is_not_charged_k_times():
 def test_table_adds_a_calls_column_only_for_amortised_records():
     one = bench.matmul(16, "float32", "numpy", repeats=1)
     many = bench.matmul(16, "float32", "numpy", repeats=1, calls=3)
-    assert "calls/wait" not in bench.table([one]) and bench.table([one, many]).splitlines()[0].split()[-1] == "calls/wait"
+    assert (
+        "calls/wait" not in bench.table([one]) and bench.table([one, many]).splitlines()[0].split()[-1] == "calls/wait"
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
@@ -264,34 +268,46 @@ def test_other_frameworks_give_the_same_kind_of_record(framework):
 @pytest.mark.slow
 @CPU_ONLY
 def test_torch_xla_is_timed_through_sync_in_a_fresh_process():
-    code = ("from tpututor import bench; r = bench.matmul(64, 'float32', 'torch_xla', repeats=2); "
-            "print(r.platform, r.first_call_seconds > r.seconds)")
+    code = (
+        "from tpututor import bench; r = bench.matmul(64, 'float32', 'torch_xla', repeats=2); "
+        "print(r.platform, r.first_call_seconds > r.seconds)"
+    )
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.stdout.split()[-2:] == ["cpu", "True"], out.stderr[-2000:]
 
 
 def test_torch_xla_after_tensorflow_is_refused_with_the_fix():
-    code = ("import sys; sys.modules['tensorflow'] = type(sys)('tensorflow')\n"
-            "from tpututor import bench\n"
-            "try:\n    bench.matmul(8, 'float32', 'torch_xla')\nexcept bench.UnsupportedError as e:\n    print(e)")
+    code = (
+        "import sys; sys.modules['tensorflow'] = type(sys)('tensorflow')\n"
+        "from tpututor import bench\n"
+        "try:\n    bench.matmul(8, 'float32', 'torch_xla')\nexcept bench.UnsupportedError as e:\n    print(e)"
+    )
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert "restart the kernel and use torch_xla before TensorFlow" in out.stdout
 
 
-@pytest.mark.parametrize("framework, dtype, reason", [
-    ("numpy", "bfloat16", "NumPy has no fast bfloat16"),
-    ("jax", "float64", "jax_enable_x64"),
-    ("torch", "int8", "no general int8 matmul"),
-])
+@pytest.mark.parametrize(
+    "framework, dtype, reason",
+    [
+        ("numpy", "bfloat16", "NumPy has no fast bfloat16"),
+        ("jax", "float64", "jax_enable_x64"),
+        ("torch", "int8", "no general int8 matmul"),
+    ],
+)
 def test_dtypes_a_framework_cannot_do_raise_unsupported(framework, dtype, reason):
     with pytest.raises(bench.UnsupportedError, match=reason):
         bench.matmul(16, dtype, framework)
 
 
-@pytest.mark.parametrize("args, message", [
-    (dict(size=0), "positive integer"), (dict(size=(4, 4)), "positive integer"),
-    (dict(dtype="float128"), "unknown dtype"), (dict(framework="mxnet"), "unknown framework"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (dict(size=0), "positive integer"),
+        (dict(size=(4, 4)), "positive integer"),
+        (dict(dtype="float128"), "unknown dtype"),
+        (dict(framework="mxnet"), "unknown framework"),
+    ],
+)
 def test_bad_arguments_are_clear_errors(args, message):
     kw = {"size": 16, "dtype": "float32", "framework": "jax", **args}
     with pytest.raises(ValueError, match=message):
@@ -318,8 +334,9 @@ def test_table_has_a_row_per_record():
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "tpututor", "bench", *args], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [PYTHON, "-m", "tpututor", "bench", *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
 
 
 def test_cli_bench_json_lists_one_record_per_size():
@@ -344,17 +361,20 @@ def test_cli_bench_table_names_the_peak_it_compares_with():
     assert out.returncode == 0 and "numpy" in out.stdout and "peak: CPU float32 estimate" in out.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["matmul", "--sizes", "0,512"], "sizes must be positive"),
-    (["matmul", "--sizes", "-4"], "sizes must be positive"),
-    (["matmul", "--sizes", "big"], "whole numbers"),
-    (["matmul", "--dtype", "float128"], "unknown dtype 'float128'"),
-    (["matmul", "--sizes", "64", "--dtype", "bfloat16", "--framework", "numpy"], "no fast bfloat16"),
-    (["matmul", "--sizes", "64", "--dtype", "float64"], "jax_enable_x64"),
-    (["matmul", "--repeats", "0"], "positive whole number"),
-    (["matmul", "--calls", "0"], "whole number >= 1 or 'auto'"),
-    (["conv"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["matmul", "--sizes", "0,512"], "sizes must be positive"),
+        (["matmul", "--sizes", "-4"], "sizes must be positive"),
+        (["matmul", "--sizes", "big"], "whole numbers"),
+        (["matmul", "--dtype", "float128"], "unknown dtype 'float128'"),
+        (["matmul", "--sizes", "64", "--dtype", "bfloat16", "--framework", "numpy"], "no fast bfloat16"),
+        (["matmul", "--sizes", "64", "--dtype", "float64"], "jax_enable_x64"),
+        (["matmul", "--repeats", "0"], "positive whole number"),
+        (["matmul", "--calls", "0"], "whole number >= 1 or 'auto'"),
+        (["conv"], "invalid choice"),
+    ],
+)
 def test_cli_bench_bad_arguments_exit_2_with_a_clear_message(args, message):
     out = cli(*args)
     assert out.returncode == 2 and message in out.stderr

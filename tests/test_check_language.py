@@ -33,9 +33,13 @@ def check_calls(stem: str) -> dict[str, list[tuple[str, str]]]:
             continue
         code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
         for node in ast.walk(ast.parse(code)):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "check"
-                    and node.func.attr in ("that", "equal", "close")):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "check"
+                and node.func.attr in ("that", "equal", "close")
+            ):
                 exercise_id, _, title = node.args[0].value.partition(" ")
                 hint = next(k.value.value for k in node.keywords if k.arg == "hint")
                 calls.setdefault(exercise_id, []).append((title, hint))
@@ -69,6 +73,7 @@ def english(monkeypatch):
 
 
 # The catalogue: complete, and in step with the English lessons.
+
 
 @pytest.mark.parametrize("stem", LESSONS)
 def test_every_exercise_has_a_korean_title_a_korean_hint_and_as_many_hints_as_the_english(stem):
@@ -107,9 +112,12 @@ def _pairs():
 
 
 def test_code_spans_and_numbers_in_a_korean_text_equal_the_english_ones():
-    lost = [f"{where}: {piece}" for where, english, korean in _pairs()
-            for piece in set(CODE_SPAN.findall(english)) | set(NUMBER.findall(CODE_SPAN.sub("", english)))
-            if piece not in korean]
+    lost = [
+        f"{where}: {piece}"
+        for where, english, korean in _pairs()
+        for piece in set(CODE_SPAN.findall(english)) | set(NUMBER.findall(CODE_SPAN.sub("", english)))
+        if piece not in korean
+    ]
     assert lost == []
 
 
@@ -120,8 +128,11 @@ CODE_WORDS = re.compile(r"\S*\w[.=(\[]\S+")
 
 def test_glossary_terms_in_the_korean_texts_are_written_as_fixed():
     glossary = translate.Glossary.load(ROOT, "ko")
-    wrong = [f"{where}: {v}" for where, english, korean in _pairs()
-             for v in glossary.violations(CODE_WORDS.sub(" ", english), korean)]
+    wrong = [
+        f"{where}: {v}"
+        for where, english, korean in _pairs()
+        for v in glossary.violations(CODE_WORDS.sub(" ", english), korean)
+    ]
     assert wrong == []
 
 
@@ -131,6 +142,7 @@ def test_the_korean_texts_are_korean():
 
 
 # What a check prints in Korean.
+
 
 def _english_of(exercise_id: str):
     t = exercises.translation(exercise_id, "ko")
@@ -174,7 +186,11 @@ def test_korean_not_attempted_broken_check_and_seed_messages(korean, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"NOT ATTEMPTED 04.4 {t.title}: 위의 답 셀을 채우세요"
     assert lines[1] == f"NOT ATTEMPTED 04.4 {t.title}: 위의 연습 문제 셀을 채우세요"
-    assert lines[2].startswith("FAILED") and "True나 False가 아닌 값을 반환했습니다: 'yes'" in lines[2] and "확인 코드에 있는 버그" in lines[2]
+    assert (
+        lines[2].startswith("FAILED")
+        and "True나 False가 아닌 값을 반환했습니다: 'yes'" in lines[2]
+        and "확인 코드에 있는 버그" in lines[2]
+    )
     assert "확인 코드 자체에서 예외가 났습니다: KeyError" in lines[3] and "힌트" not in lines[3]
     assert lines[4].startswith("FAILED") and "ZeroDivisionError" in lines[4] and f"힌트: {t.hint}" in lines[4]
     assert lines[4].endswith("[seed 7: seed=7로 같은 입력을 다시 만들 수 있습니다]")
@@ -194,6 +210,7 @@ def test_korean_hints_come_one_at_a_time_with_a_korean_preamble_then_the_solutio
 
 
 # English, as it always was.
+
 
 def test_english_lines_are_unchanged(english, capsys):
     check.equal("e1 a title", 3, 3, hint="h")
@@ -215,8 +232,10 @@ def test_english_lines_are_unchanged(english, capsys):
         "NOT ATTEMPTED e6: fill in the answer cell above",
         "NOT ATTEMPTED e7: fill in the exercise cell above",
         "FAILED        e8: Hint: h [seed 3: the same inputs come back with seed=3]",
-        ("FAILED        e9: the check returned 'no', not True or False. This is a bug in the lesson's check, "
-         "not in your answer: please report it"),
+        (
+            "FAILED        e9: the check returned 'no', not True or False. This is a bug in the lesson's check, "
+            "not in your answer: please report it"
+        ),
         "FAILED        03.1 one program for three steps: Hint: anything",
     ]
 
@@ -224,18 +243,22 @@ def test_english_lines_are_unchanged(english, capsys):
 def test_english_hint_and_solution_preambles_are_unchanged(english, capsys):
     entry = exercises.get("01.4")
     check.hint("01.4")
-    assert capsys.readouterr().out == (f"Hint for 01.4 (hint 1 of {len(entry.hints)}: call again for the next):\n"
-                                       f"{entry.hints[0]}\n")
+    assert capsys.readouterr().out == (
+        f"Hint for 01.4 (hint 1 of {len(entry.hints)}: call again for the next):\n{entry.hints[0]}\n"
+    )
     for _ in entry.hints:
         check.hint("01.4")
     assert capsys.readouterr().out.endswith(
-        f"Hint for 01.4 (the last hint; check.solution('01.4') shows the worked answer):\n{entry.hints[-1]}\n")
+        f"Hint for 01.4 (the last hint; check.solution('01.4') shows the worked answer):\n{entry.hints[-1]}\n"
+    )
     check.solution("01.4")
-    assert capsys.readouterr().out == ("A worked answer for 01.4 (one of many; yours may differ and still pass):"
-                                       f"\n\n{entry.solution}\n")
+    assert capsys.readouterr().out == (
+        f"A worked answer for 01.4 (one of many; yours may differ and still pass):\n\n{entry.solution}\n"
+    )
 
 
 # The language setting.
+
 
 def test_an_unknown_language_is_refused_naming_the_known_ones(fake):
     with pytest.raises(ValueError, match="'xx'.*choose one of en, ko"):
@@ -273,6 +296,7 @@ def test_the_translation_build_changes_only_the_setup_call_of_a_code_cell():
 
 # A missing or stale translation: English, never an error.
 
+
 def test_a_missing_or_stale_korean_entry_falls_back_to_english(korean, capsys, monkeypatch):
     t = exercises.translation("03.1", "ko")
     check.that("99.1 an exercise of no lesson", lambda: False, hint="its hint")
@@ -295,8 +319,16 @@ def test_a_missing_or_stale_korean_entry_falls_back_to_english(korean, capsys, m
 
 def test_korean_hints_for_changed_english_hints_show_the_english(korean, capsys, monkeypatch):
     t = exercises.translation("03.1", "ko")
-    stale = exercises.Translation(t.id, t.lang, t.title, t.hint, t.hints, t.english_title, t.english_hint,
-                                  ("an older English hint",) + t.english_hints[1:])
+    stale = exercises.Translation(
+        t.id,
+        t.lang,
+        t.title,
+        t.hint,
+        t.hints,
+        t.english_title,
+        t.english_hint,
+        ("an older English hint",) + t.english_hints[1:],
+    )
     monkeypatch.setattr(exercises, "translation", lambda exercise_id, lang: stale)
     check.hint("03.1")
     out = capsys.readouterr().out

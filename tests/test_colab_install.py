@@ -72,35 +72,73 @@ def test_setup_cell_installs_the_release_from_its_tag_and_lesson_00_runs_on_cola
     (ipython / "profile_default" / "startup").mkdir(parents=True)
     (ipython / "profile_default" / "startup" / "00-colab.py").write_text("import google.colab\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TPUTUTOR_", "VIRTUAL_ENV", "PYTHONPATH"))}
-    env.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1", PYTHONPATH=str(fake),
-               IPYTHONDIR=str(ipython), COLAB_RELEASE_TAG="release-colab-test", COLAB_GPU="",
-               PATH=f"{venv / 'bin'}:{env['PATH']}", TPUTUTOR_PROFILE="ci")
+    env.update(
+        GIT_CONFIG_GLOBAL=str(gitconfig),
+        GIT_CONFIG_NOSYSTEM="1",
+        PYTHONPATH=str(fake),
+        IPYTHONDIR=str(ipython),
+        COLAB_RELEASE_TAG="release-colab-test",
+        COLAB_GPU="",
+        PATH=f"{venv / 'bin'}:{env['PATH']}",
+        TPUTUTOR_PROFILE="ci",
+    )
 
     lesson = ROOT / "notebooks" / "00_where_am_i.ipynb"
     out = tmp_path / "executed.ipynb"
-    sh(python, "-m", "papermill", lesson, out, "-k", "python3", "--cwd", tmp_path, "--execution-timeout", "300",
-       env=env, timeout=900)
+    sh(
+        python,
+        "-m",
+        "papermill",
+        lesson,
+        out,
+        "-k",
+        "python3",
+        "--cwd",
+        tmp_path,
+        "--execution-timeout",
+        "300",
+        env=env,
+        timeout=900,
+    )
     executed = nbformat.read(out, as_version=4)
-    setup_outputs = "".join(o.get("text", "") for o in executed.cells[
-        next(i for i, c in enumerate(executed.cells) if "setup" in c.metadata.get("tags", []))].outputs)
+    setup_outputs = "".join(
+        o.get("text", "")
+        for o in executed.cells[
+            next(i for i, c in enumerate(executed.cells) if "setup" in c.metadata.get("tags", []))
+        ].outputs
+    )
     assert "tpututor 0.1.0 on colab" in setup_outputs, setup_outputs
     assert not [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
 
-    asked = sh(python, "-c", "from tpututor import check; check.hint('00.1'); check.solution('00.1')", env=env,
-               cwd=tmp_path)  # not the clone: the installed package
+    asked = sh(
+        python, "-c", "from tpututor import check; check.hint('00.1'); check.solution('00.1')", env=env, cwd=tmp_path
+    )  # not the clone: the installed package
     assert "Hint for 00.1" in asked.stdout and "def jax_devices" in asked.stdout, "the answers ship with the package"
 
     installed = json.loads(sh(python, "-m", "pip", "inspect", env=env).stdout)["installed"]
     ours = next(d for d in installed if d["metadata"]["name"] == "tpututor")
     assert ours["direct_url"]["vcs_info"]["requested_revision"] == s.tag, "installed from the release tag"
     assert "dir_info" not in ours["direct_url"], "a real install, not an editable one"
-    tooling = sh(python, "-c", "import importlib.util, pathlib, tpututor; print(importlib.util.find_spec('tpututor_course'), "
-                 "sorted(p.name for p in pathlib.Path(tpututor.__file__).parent.iterdir() if p.is_dir()))",
-                 env=env, cwd=tmp_path).stdout
-    assert tooling.startswith("None ") and "'course'" not in tooling, f"the install carries no course tooling: {tooling}"
+    tooling = sh(
+        python,
+        "-c",
+        "import importlib.util, pathlib, tpututor; print(importlib.util.find_spec('tpututor_course'), "
+        "sorted(p.name for p in pathlib.Path(tpututor.__file__).parent.iterdir() if p.is_dir()))",
+        env=env,
+        cwd=tmp_path,
+    ).stdout
+    assert tooling.startswith("None ") and "'course'" not in tooling, (
+        f"the install carries no course tooling: {tooling}"
+    )
 
-    preflight = subprocess.run([python, "-m", "tpututor", "doctor", "--preflight"], cwd=tmp_path, capture_output=True,
-                               text=True, timeout=600, env={**env, "TPUTUTOR_LESSON": "00_where_am_i"})
+    preflight = subprocess.run(
+        [python, "-m", "tpututor", "doctor", "--preflight"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "TPUTUTOR_LESSON": "00_where_am_i"},
+    )
     assert preflight.returncode == 0, preflight.stdout + preflight.stderr
     assert "Traceback" not in preflight.stdout + preflight.stderr
     assert preflight.stdout.strip().splitlines()[-1].startswith("READY for the workshop")

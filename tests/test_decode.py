@@ -43,12 +43,16 @@ def model_logits(raw, window):
 
 def requests(seed=1, n=6):
     rng = np.random.default_rng(seed)
-    return [decode.Request(i, rng.integers(1, CFG.vocab, int(rng.integers(2, 9))).tolist(), int(rng.integers(2, 12)))
-            for i in range(n)]
+    return [
+        decode.Request(i, rng.integers(1, CFG.vocab, int(rng.integers(2, 9))).tolist(), int(rng.integers(2, 12)))
+        for i in range(n)
+    ]
 
 
 def test_importing_decode_imports_no_framework():
-    out = run_python("import sys, tpututor.decode; print(sorted(m for m in ('jax', 'flax', 'numpy') if m in sys.modules))")
+    out = run_python(
+        "import sys, tpututor.decode; print(sorted(m for m in ('jax', 'flax', 'numpy') if m in sys.modules))"
+    )
     assert out.strip() == "[]"
 
 
@@ -59,8 +63,9 @@ def test_random_params_have_the_shapes_of_lesson_08s_model(raw):
 
 
 def test_prefill_gives_the_models_logits(params, window, model_logits):
-    logits, cache = jax.jit(lambda p, w: decode.forward(p, w, decode.init_cache(CFG, 2), jnp.zeros(2, jnp.int32),
-                                                        cfg=CFG))(params, window)
+    logits, cache = jax.jit(
+        lambda p, w: decode.forward(p, w, decode.init_cache(CFG, 2), jnp.zeros(2, jnp.int32), cfg=CFG)
+    )(params, window)
     assert jnp.allclose(logits, model_logits, atol=1e-2)
     assert cache[0]["k"].shape == (2, CFG.seq_len, CFG.n_heads, CFG.head_dim)
 
@@ -95,8 +100,9 @@ def test_the_decode_step_compiles_once_for_every_position_and_donates_the_cache(
 
 def test_the_cached_loop_and_the_recomputed_window_see_the_same_logits(params, window):
     recompute = decode.recompute_step(CFG)
-    logits_full, _ = jax.jit(lambda p, w: decode.forward(p, w, decode.init_cache(CFG, 1), jnp.zeros(1, jnp.int32),
-                                                         cfg=CFG))(params, window[:1])
+    logits_full, _ = jax.jit(
+        lambda p, w: decode.forward(p, w, decode.init_cache(CFG, 1), jnp.zeros(1, jnp.int32), cfg=CFG)
+    )(params, window[:1])
     w, t = recompute(params, window[:1].at[:, 10:].set(0), jnp.int32(10))
     assert int(t) == 11 and int(w[0, 10]) == int(jnp.argmax(logits_full[0, 9]))
 
@@ -178,8 +184,12 @@ def test_paged_attention_equals_the_contiguous_cache_and_jaxs_reference():
     assert jnp.array_equal(jax.jit(decode.paged_attention)(q, pool, table, lengths), contiguous)
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import ref_ragged_paged_attention
 
-    fixed = dict(kv_lens=np.asarray(lengths), cu_q_lens=np.arange(4, dtype=np.int32), num_seqs=np.array([3], np.int32),
-                 sm_scale=1 / np.sqrt(16))  # it loops over the sequences in Python: fixed numbers, one compilation
+    fixed = dict(
+        kv_lens=np.asarray(lengths),
+        cu_q_lens=np.arange(4, dtype=np.int32),
+        num_seqs=np.array([3], np.int32),
+        sm_scale=1 / np.sqrt(16),
+    )  # it loops over the sequences in Python: fixed numbers, one compilation
     theirs = jax.jit(lambda q, kv, t: ref_ragged_paged_attention(q, kv, page_indices=t, **fixed))(q, pool, table)
     assert jnp.allclose(theirs.astype(jnp.float32), contiguous, atol=3e-2)
 
@@ -213,8 +223,9 @@ def test_int8_weights_are_within_half_a_step_per_channel_and_close_in_logits(raw
     assert q["kernel"].dtype == jnp.int8 and q["scale"].shape == (w.shape[1],)
     assert bool(jnp.all(jnp.abs(decode.dequantize(q) - w) <= q["scale"] / 2 + 1e-7))
     int8 = jax.jit(decode.quantize_params)(raw)
-    logits, _ = jax.jit(lambda p, t: decode.forward(p, t, decode.init_cache(CFG, 2), jnp.zeros(2, jnp.int32),
-                                                    cfg=CFG))(int8, window)
+    logits, _ = jax.jit(lambda p, t: decode.forward(p, t, decode.init_cache(CFG, 2), jnp.zeros(2, jnp.int32), cfg=CFG))(
+        int8, window
+    )
     assert float(jnp.linalg.norm(logits - model_logits) / jnp.linalg.norm(model_logits)) < 0.1
     assert decode.decode_cost(CFG, 1, 64, bytes_per_weight=1).bytes < 0.6 * decode.decode_cost(CFG, 1, 64).bytes
     with pytest.raises(ValueError, match=r"\(in, out\) matrix"):
@@ -224,8 +235,10 @@ def test_int8_weights_are_within_half_a_step_per_channel_and_close_in_logits(raw
 def test_int8_of_the_serving_weights_halves_the_kernels_and_keeps_the_rest_like_for_like(params):
     int8 = decode.quantize_params(params)
     kernels = lambda tree, kind: sum(x.nbytes for x in jax.tree.leaves(tree) if x.ndim == 2 and x.dtype == kind)
-    assert kernels(int8, jnp.int8) * 2 == kernels(params, jnp.bfloat16) - params["embed"]["embedding"].nbytes \
-        - params["pos_embed"]["embedding"].nbytes  # the matmul kernels: 2 bytes -> 1 byte
+    assert (
+        kernels(int8, jnp.int8) * 2
+        == kernels(params, jnp.bfloat16) - params["embed"]["embedding"].nbytes - params["pos_embed"]["embedding"].nbytes
+    )  # the matmul kernels: 2 bytes -> 1 byte
     assert int8["embed"]["embedding"].dtype == jnp.bfloat16 and int8["blocks"][0]["norm1"]["scale"].dtype == jnp.float32
     total = lambda tree: sum(x.nbytes for x in jax.tree.leaves(tree))
     assert total(int8) < 0.65 * total(params)
@@ -253,12 +266,15 @@ def test_the_tpu_compiler_fuses_the_int8_to_bf16_convert_into_the_matmul(params)
         pytest.fail(f"the course environment has the TPU compiler: {aot.available()}")
     int8 = decode.quantize_params(params)
     where = aot.mesh("v5e-4", {"devices": 4})
-    args = jax.tree.map(lambda a: aot.abstract(a.shape, a.dtype, where, ()),
-                        (int8, jnp.zeros(1, jnp.int32), decode.init_cache(CFG, 1), jnp.zeros(1, jnp.int32)))
+    args = jax.tree.map(
+        lambda a: aot.abstract(a.shape, a.dtype, where, ()),
+        (int8, jnp.zeros(1, jnp.int32), decode.init_cache(CFG, 1), jnp.zeros(1, jnp.int32)),
+    )
     compiled = aot.compile(decode.make_step(CFG), *args, slice="v5e-4")
     assert decode.dequantized_copies(compiled.hlo, int8) == []
-    assert any(ins.shape.startswith("s8[") for ins in hlo.parse(compiled.hlo).entry.instructions
-               if ins.opcode == "parameter")
+    assert any(
+        ins.shape.startswith("s8[") for ins in hlo.parse(compiled.hlo).entry.instructions if ins.opcode == "parameter"
+    )
 
 
 def test_the_critical_batch_matches_scaling_books_worked_numbers():
@@ -272,8 +288,14 @@ def test_the_hbm_model_reproduces_scaling_books_llama_2_13b_on_eight_v5e():
     # matrices: lm's two-matrix MLP gets d_ff = 1.5 x 13824 for the same weights.
     llama = lm.Config(d_model=5120, n_layers=40, n_heads=40, d_ff=13824 * 3 // 2, seq_len=8192, vocab=32000)
     bandwidth = 8 * hardware.lookup("v5e").hbm_bandwidth
-    book = {1: (32.7, 4.98), 8: (79.6, 12.13), 16: (133.2, 20.30), 32: (240.4, 36.65), 64: (454.8, 69.33),
-            240: (1634, 249.09)}  # (total memory, printed as GiB but in 1e9 bytes; theoretical step ms)
+    book = {
+        1: (32.7, 4.98),
+        8: (79.6, 12.13),
+        16: (133.2, 20.30),
+        32: (240.4, 36.65),
+        64: (454.8, 69.33),
+        240: (1634, 249.09),
+    }  # (total memory, printed as GiB but in 1e9 bytes; theoretical step ms)
     for batch, (memory, ms) in book.items():
         assert decode.memory_bytes(llama, batch, 8192) / 1e9 == pytest.approx(memory, rel=0.01)
         assert decode.min_step_seconds(llama, batch, 8192, bandwidth) * 1e3 == pytest.approx(ms, rel=0.01)
@@ -327,8 +349,11 @@ def test_serving_shardings_split_the_cache_over_batch_and_heads_and_only_activat
     assert placed[0]["k"].addressable_shards[0].data.shape == (2, CFG.seq_len, 1, CFG.head_dim)
     assert p_sh["blocks"][0]["query"]["kernel"].spec == jax.sharding.PartitionSpec(None, "tensor")
     rows = jax.sharding.NamedSharding(grid, jax.sharding.PartitionSpec("data"))
-    fn = jax.jit(lambda p, t, c, pos: decode.forward(p, t[:, None], c, pos, cfg=CFG)[1],
-                 in_shardings=(p_sh, rows, c_sh, rows), out_shardings=c_sh)
+    fn = jax.jit(
+        lambda p, t, c, pos: decode.forward(p, t[:, None], c, pos, cfg=CFG)[1],
+        in_shardings=(p_sh, rows, c_sh, rows),
+        out_shardings=c_sh,
+    )
     row_args = [jax.device_put(jnp.zeros(4, jnp.int32), rows) for _ in range(2)]
     found = mesh.collectives(fn.lower(jax.device_put(params, p_sh), row_args[0], placed, row_args[1]).compile())
     assert found and {c.kind for c in found} == {"all-reduce"}

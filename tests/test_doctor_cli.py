@@ -13,8 +13,7 @@ from tpututor import doctor, runtime
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "tpututor", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run([PYTHON, "-m", "tpututor", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def test_doctor_json_says_what_detection_says_and_lists_the_four_frameworks():
@@ -53,8 +52,13 @@ def test_doctor_text_report_names_platform_accelerator_and_frameworks():
     out = cli("doctor", "--no-probe")
     assert out.returncode == 0
     accelerator = "none: CPU only" if HERE.accelerator.kind == "cpu" else HERE.accelerator.kind
-    for word in (f"platform     {HERE.platform.name}", f"accelerator  {accelerator}", "jax", "torch_xla",
-                 "(not probed)"):
+    for word in (
+        f"platform     {HERE.platform.name}",
+        f"accelerator  {accelerator}",
+        "jax",
+        "torch_xla",
+        "(not probed)",
+    ):
         assert word in out.stdout
 
 

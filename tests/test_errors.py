@@ -10,12 +10,12 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tpututor import errors, lessons
 from tpututor.errors import ENTRIES, explain, quoted_in
@@ -35,17 +35,21 @@ ENV = {  # where each kind of example runs: on the CPU, whatever this machine ha
 }
 # The examples are written for a fresh interpreter; sharing one, the JAX ones must not trip over each other's
 # jax_num_cpu_devices = 8 (JAX 0.7.2 refuses even the same value once its backend has started).
-PRELUDE = {"jax": """
+PRELUDE = {
+    "jax": """
 import jax
 jax.config.update("jax_num_cpu_devices", 8)
 _update = jax.config.update
 jax.config.update = lambda name, value: (None if name == "jax_num_cpu_devices" and value == 8
                                          else _update(name, value))
-""", "tensorflow": "", "torch_xla": ""}
+""",
+    "tensorflow": "",
+    "torch_xla": "",
+}
 
 # Runs many snippets in one interpreter, each in a fresh namespace; what each printed, warned or raised
 # comes back as JSON. Used for the examples that do not need a fresh process (most of them).
-DRIVER = r'''
+DRIVER = r"""
 import contextlib, io, json, sys, warnings
 jobs = json.loads(sys.stdin.read())
 exec(jobs.pop("__prelude__"), {})
@@ -63,7 +67,8 @@ for key, code in jobs.items():
     text = buf.getvalue() + "".join(f"{w.category.__name__}: {w.message}\n" for w in caught) + (raised or "")
     results[key] = {"output": text, "failed": raised is not None, "rc": 1 if raised else 0}
 print("@@RESULTS@@" + json.dumps(results))
-'''
+"""
+
 
 def _env(framework: str) -> dict[str, str]:
     return {**os.environ, **ENV.get(framework, {})}
@@ -77,16 +82,29 @@ def _shared(python: str, runner: str) -> dict[str, dict]:
         jobs[f"{e.id}:example"] = e.example
         if e.fixed:
             jobs[f"{e.id}:fixed"] = e.fixed
-    out = subprocess.run([python, "-c", DRIVER], input=json.dumps(jobs), capture_output=True, text=True,
-                         timeout=600, cwd=ROOT, env=_env(entries[0].framework))
+    out = subprocess.run(
+        [python, "-c", DRIVER],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=_env(entries[0].framework),
+    )
     assert "@@RESULTS@@" in out.stdout, out.stderr[-3000:]
     return json.loads(out.stdout.split("@@RESULTS@@", 1)[1])
 
 
 def _fresh(python: str, entry: errors.Entry, which: str) -> dict:
     """One example (or fix) in a fresh interpreter of its own."""
-    out = subprocess.run([python, "-c", getattr(entry, which)], capture_output=True, text=True, timeout=600,
-                         cwd=ROOT, env=_env(entry.framework))
+    out = subprocess.run(
+        [python, "-c", getattr(entry, which)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=_env(entry.framework),
+    )
     return {"output": out.stdout + out.stderr, "failed": out.returncode != 0, "rc": out.returncode}
 
 
@@ -128,13 +146,23 @@ def _needs_this_machine(entry: errors.Entry) -> None:
 
 # ------------------------------------------------------------------ the entries themselves
 
+
 def test_the_atlas_has_at_least_15_entries_with_unique_ids_and_the_must_haves():
     ids = [e.id for e in ENTRIES]
     assert len(ids) >= 15 and len(set(ids)) == len(ids)
     assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", i) for i in ids)
-    must = {"tf-tpu-name", "tf-tpus-not-found", "jax-tracer-bool", "jax-sharding-type-matmul",
-            "jax-resource-exhausted", "tpu-in-use", "libtpu-version-mismatch", "xla-cpu-fallback",
-            "xla-recompiles", "xla-tf-before-torch-xla"}
+    must = {
+        "tf-tpu-name",
+        "tf-tpus-not-found",
+        "jax-tracer-bool",
+        "jax-sharding-type-matmul",
+        "jax-resource-exhausted",
+        "tpu-in-use",
+        "libtpu-version-mismatch",
+        "xla-cpu-fallback",
+        "xla-recompiles",
+        "xla-tf-before-torch-xla",
+    }
     assert must <= set(ids)
 
 
@@ -152,8 +180,9 @@ def test_each_entry_says_cause_fix_versions_and_the_lesson_that_teaches_it(entry
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.taught], ids=lambda e: e.id)
 def test_the_section_an_entry_names_is_a_heading_of_that_lesson(entry):
     [md] = (ROOT / "notebooks").glob(f"[0-9][0-9]_{entry.lesson}.md")
-    headings = {re.sub(r"^\d+\.\s+", "", h).replace("`", "").strip()
-                for h in re.findall(r"^## (.+)$", md.read_text(), re.M)}
+    headings = {
+        re.sub(r"^\d+\.\s+", "", h).replace("`", "").strip() for h in re.findall(r"^## (.+)$", md.read_text(), re.M)
+    }
     assert entry.taught in headings, f"{entry.id}: {md.name} has no section {entry.taught!r}: {sorted(headings)}"
 
 
@@ -167,6 +196,7 @@ def test_what_is_not_reproduced_on_a_cpu_cites_a_dated_source(entry):
 
 # ------------------------------------------------------------ reproduced on this CPU
 
+
 @pytest.mark.parametrize("entry", REPRODUCED, ids=lambda e: e.id)
 def test_the_example_still_prints_the_message_the_atlas_quotes(entry):
     _needs_this_machine(entry)
@@ -177,7 +207,8 @@ def test_the_example_still_prints_the_message_the_atlas_quotes(entry):
         for text in (entry.message, *entry.variants):
             assert quoted_in(text, result["output"]), (
                 f"{entry.id}: the message changed; update the entry.\nquoted:  {text}\nprinted: "
-                f"{result['output'][-2000:]}")
+                f"{result['output'][-2000:]}"
+            )
 
 
 @pytest.mark.parametrize("entry", WITH_FIX, ids=lambda e: e.id)
@@ -201,7 +232,9 @@ def test_explain_finds_the_entry_from_the_whole_output_of_its_example(entry):
     assert found and found[0].entry is entry, ([(m.entry.id, m.score, m.exact) for m in found], output[-3000:])
 
 
-@pytest.mark.skipif(not COLAB_PYTHON.exists(), reason="no .venv-colab here (make colab builds it; make test does first)")
+@pytest.mark.skipif(
+    not COLAB_PYTHON.exists(), reason="no .venv-colab here (make colab builds it; make test does first)"
+)
 @pytest.mark.parametrize("entry", JAX_REPRODUCED, ids=lambda e: e.id)
 def test_jax_entries_say_truly_whether_colabs_jax_prints_the_same(entry):
     seen = "jax 0.7.2" in entry.versions
@@ -211,7 +244,8 @@ def test_jax_entries_say_truly_whether_colabs_jax_prints_the_same(entry):
     else:
         assert quoted_in(entry.message, result["output"]) == seen, (
             f"{entry.id}: jax 0.7.2 {'no longer prints' if seen else 'prints'} the quoted message: fix "
-            f"versions.\n{result['output'][-1500:]}")
+            f"versions.\n{result['output'][-1500:]}"
+        )
     for where, text in entry.also:
         if where.startswith("jax 0.7.2"):
             assert quoted_in(text, result["output"]), f"{entry.id}: jax 0.7.2 words it otherwise:\n{result['output']}"
@@ -221,6 +255,7 @@ def test_jax_entries_say_truly_whether_colabs_jax_prints_the_same(entry):
 
 
 # ------------------------------------------------------------------------ explain()
+
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
 def test_explain_finds_each_entry_from_its_own_message(entry):
@@ -257,14 +292,18 @@ def test_explain_finds_the_entry_from_a_paraphrase(expected, text):
     assert found[0].confident is confident
 
 
-HELD_OUT = [line.split("\t#")[0] for line in (ROOT / "tests" / "data" / "explain_held_out.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")]
+HELD_OUT = [
+    line.split("\t#")[0]
+    for line in (ROOT / "tests" / "data" / "explain_held_out.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+]
 
 
 def test_the_held_out_set_has_at_least_twenty_real_messages_the_atlas_does_not_hold():
     assert len(HELD_OUT) >= 20
-    assert not [m for m in HELD_OUT if any(e.id for e in errors.ENTRIES if any(quoted_in(t, m, loose=True)
-                                                                               for t in e.texts))]
+    assert not [
+        m for m in HELD_OUT if any(e.id for e in errors.ENTRIES if any(quoted_in(t, m, loose=True) for t in e.texts))
+    ]
 
 
 @pytest.mark.parametrize("text", HELD_OUT, ids=[m[:40] for m in HELD_OUT])
@@ -282,21 +321,39 @@ def test_doctor_explain_answers_an_unknown_message_with_no_entry_and_nearby_topi
 
 
 def test_explain_finds_the_error_at_the_end_of_a_long_noisy_log():
-    noise = "\n".join(f"step {i}: loss 0.{i:04d} lr 3e-4 tokens_per_second {1000 + i} checkpoint_saved_to_bucket"
-                      for i in range(3000))
-    found = explain(noise + "\nTraceback (most recent call last):\nValueError: Please provide a TPU Name to "
-                    "connect to.")
+    noise = "\n".join(
+        f"step {i}: loss 0.{i:04d} lr 3e-4 tokens_per_second {1000 + i} checkpoint_saved_to_bucket" for i in range(3000)
+    )
+    found = explain(
+        noise + "\nTraceback (most recent call last):\nValueError: Please provide a TPU Name to connect to."
+    )
     assert found and found[0].entry.id == "tf-tpu-name" and found[0].exact
 
 
-@pytest.mark.parametrize("text", ["hello world, the cat sat on the mat", "jax", "my code does not work",
-                                  "Segmentation fault (core dumped) in my C++ game engine"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hello world, the cat sat on the mat",
+        "jax",
+        "my code does not work",
+        "Segmentation fault (core dumped) in my C++ game engine",
+    ],
+)
 def test_explain_says_nothing_matches_for_unrelated_text(text):
     assert explain(text) == []
 
 
-@pytest.mark.parametrize("text", ["", "   \n\t", "\x00\x01\x02\x03binary", "\udc80\udcff" * 20,
-                                  "".join(chr(c) for c in range(1, 31)) * 4, "12345 !!! ..."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n\t",
+        "\x00\x01\x02\x03binary",
+        "\udc80\udcff" * 20,
+        "".join(chr(c) for c in range(1, 31)) * 4,
+        "12345 !!! ...",
+    ],
+)
 def test_explain_rejects_empty_or_binary_text_with_a_clear_message(text):
     with pytest.raises(errors.BadText, match="nothing to explain|does not look like error text|no words"):
         explain(text)
@@ -311,10 +368,16 @@ def test_quoted_in_needs_every_fixed_part_in_order():
 
 # ------------------------------------------------------------------------ the command line
 
+
 def _cli(*args: str | bytes, stdin: str | bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "tpututor", "doctor", *args], input=stdin, capture_output=True,
-                          timeout=60, cwd=ROOT, text=not isinstance(stdin, bytes) and
-                          not any(isinstance(a, bytes) for a in args))
+    return subprocess.run(
+        [PYTHON, "-m", "tpututor", "doctor", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+        text=not isinstance(stdin, bytes) and not any(isinstance(a, bytes) for a in args),
+    )
 
 
 def test_doctor_explain_prints_cause_fix_and_lesson_for_a_pasted_message():
@@ -359,6 +422,7 @@ def test_doctor_explain_does_not_mix_with_preflight():
 
 # ------------------------------------------------------------------------ the page
 
+
 def test_docs_errors_md_is_generated_from_the_entries():
     page = ROOT / "docs" / "errors.md"
     assert page.read_text() == errors.render_page(), "docs/errors.md is stale: python -m tpututor_course errors_page"
@@ -366,8 +430,11 @@ def test_docs_errors_md_is_generated_from_the_entries():
 
 def test_the_page_lists_every_entry_with_its_message_and_notes_in_the_course_style():
     page = errors.render_page()
-    note = re.compile(r"^> \*\*On an? (TPU|GPU) \(not checked here\):\*\* .*Source: \[[^\]]+\]\(https://[^)]+\), "
-                      r"read \d{4}-\d{2}-\d{2}\.", re.M)
+    note = re.compile(
+        r"^> \*\*On an? (TPU|GPU) \(not checked here\):\*\* .*Source: \[[^\]]+\]\(https://[^)]+\), "
+        r"read \d{4}-\d{2}-\d{2}\.",
+        re.M,
+    )
     for e in ENTRIES:
         assert f'<a id="{e.id}"></a>' in page and e.message in page
     assert len(note.findall(page)) == sum(1 for e in ENTRIES if e.hardware)
@@ -403,8 +470,26 @@ def test_every_entry_is_linked_from_the_lesson_that_teaches_it():
 KO = tomllib.loads((ROOT / "tpututor" / "data" / "errors_ko.toml").read_text(encoding="utf-8"))
 CODE_SPAN = re.compile(r"`[^`\n]+`")
 NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)*(?![A-Za-z0-9_]|\.\d)")  # "8개" is 8; "v5e", "0.7.2" as such
-MONTHS = {name: str(n) for n, name in enumerate(("January", "February", "March", "April", "May", "June", "July",
-                                                 "August", "September", "October", "November", "December"), 1)}
+MONTHS = {
+    name: str(n)
+    for n, name in enumerate(
+        (
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ),
+        1,
+    )
+}
 PROSE = ("title", "cause", "fix", "note")
 HANGUL = re.compile("[가-힣]")
 
@@ -438,9 +523,11 @@ def test_every_entry_has_korean_title_cause_and_fix_and_the_korean_names_no_othe
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
 def test_the_korean_keeps_every_code_span_and_number_of_the_english(entry):
     korean = errors.localized(entry, "ko")
-    pairs = [(getattr(entry, f), getattr(korean, f)) for f in PROSE] + \
-            [(where, label) for (where, _), (label, _) in zip(entry.also, korean.also)] + \
-            list(zip(entry.versions, korean.versions))
+    pairs = (
+        [(getattr(entry, f), getattr(korean, f)) for f in PROSE]
+        + [(where, label) for (where, _), (label, _) in zip(entry.also, korean.also)]
+        + list(zip(entry.versions, korean.versions))
+    )
     for english, translated in pairs:
         assert Counter(CODE_SPAN.findall(translated)) == Counter(CODE_SPAN.findall(english)), (english, translated)
         months = {n for name, n in MONTHS.items() if re.search(rf"\b{name}\b", english)}  # "March 2025": 2025년 3월
@@ -453,8 +540,11 @@ def test_the_korean_atlas_writes_glossary_terms_as_fixed():
     from tpututor_course.translate import Glossary
 
     glossary = Glossary.load(ROOT, "ko")
-    wrong = {f"{e.id}.{f}": glossary.violations(getattr(e, f), getattr(errors.localized(e, "ko"), f))
-             for e in ENTRIES for f in PROSE}
+    wrong = {
+        f"{e.id}.{f}": glossary.violations(getattr(e, f), getattr(errors.localized(e, "ko"), f))
+        for e in ENTRIES
+        for f in PROSE
+    }
     assert {k: v for k, v in wrong.items() if v} == {}, "see i18n/ko/glossary.tsv"
 
 
@@ -496,9 +586,18 @@ def test_doctor_explain_lang_ko_answers_in_korean_with_the_english_message(entry
         assert _flat(text) in flat, text
     assert f"{errors.ATLAS_URLS['ko']}#{entry.id}" in flat and "Cause:" not in flat
     found = json.loads(_cli("--explain", entry.message, "--lang", "ko", "--json").stdout)
-    assert found[0] == {"id": entry.id, "title": korean.title, "message": entry.message, "score": 1.0, "exact": True,
-                        "confident": True, "url": f"{errors.ATLAS_URLS['ko']}#{entry.id}", "cause": korean.cause,
-                        "fix": korean.fix, "taught": errors.where_taught(entry, "ko")}
+    assert found[0] == {
+        "id": entry.id,
+        "title": korean.title,
+        "message": entry.message,
+        "score": 1.0,
+        "exact": True,
+        "confident": True,
+        "url": f"{errors.ATLAS_URLS['ko']}#{entry.id}",
+        "cause": korean.cause,
+        "fix": korean.fix,
+        "taught": errors.where_taught(entry, "ko"),
+    }
 
 
 def test_doctor_explain_lang_ko_with_no_match_says_so_in_korean_and_points_to_the_korean_atlas():
@@ -524,11 +623,17 @@ def test_doctor_explain_refuses_an_unknown_language_naming_the_choices():
     assert out.returncode == 2 and "--lang goes with --explain" in out.stderr
 
 
-@pytest.mark.parametrize("call", [lambda: explain("RuntimeError: x", lang="fr"),
-                                  lambda: errors.format_matches([], lang="fr"),
-                                  lambda: errors.render_page("fr"), lambda: errors.where_taught(ENTRIES[0], "fr"),
-                                  lambda: errors.localized(ENTRIES[0], "fr")],
-                         ids=["explain", "format_matches", "render_page", "where_taught", "localized"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: explain("RuntimeError: x", lang="fr"),
+        lambda: errors.format_matches([], lang="fr"),
+        lambda: errors.render_page("fr"),
+        lambda: errors.where_taught(ENTRIES[0], "fr"),
+        lambda: errors.localized(ENTRIES[0], "fr"),
+    ],
+    ids=["explain", "format_matches", "render_page", "where_taught", "localized"],
+)
 def test_the_api_refuses_an_unknown_language_naming_the_choices(call):
     with pytest.raises(ValueError, match="unknown language 'fr'; choose one of en, ko"):
         call()
@@ -536,14 +641,18 @@ def test_the_api_refuses_an_unknown_language_naming_the_choices(call):
 
 def test_docs_errors_ko_md_is_generated_from_the_entries_and_their_korean():
     page = ROOT / "docs" / "errors.ko.md"
-    assert page.read_text(encoding="utf-8") == errors.render_page("ko"), \
+    assert page.read_text(encoding="utf-8") == errors.render_page("ko"), (
         "docs/errors.ko.md is stale: python -m tpututor_course errors_page"
+    )
 
 
 def test_the_korean_page_lists_every_entry_with_its_english_message_and_korean_notes():
     page = errors.render_page("ko")
-    note = re.compile(r"^> \*\*(TPU|GPU)에서는 \(여기서 확인하지 않음\):\*\* .*출처: \[[^\]]+\]\(https://[^)]+\), "
-                      r"\d{4}-\d{2}-\d{2}에 읽음\.", re.M)
+    note = re.compile(
+        r"^> \*\*(TPU|GPU)에서는 \(여기서 확인하지 않음\):\*\* .*출처: \[[^\]]+\]\(https://[^)]+\), "
+        r"\d{4}-\d{2}-\d{2}에 읽음\.",
+        re.M,
+    )
     for e in ENTRIES:
         korean = errors.localized(e, "ko")
         assert f'<a id="{e.id}"></a>' in page and e.message in page and f"### {korean.title}\n" in page

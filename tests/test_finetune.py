@@ -102,7 +102,8 @@ def test_write_dataset_writes_one_jsonl_file_per_split(tmp_path):
 def test_stand_ins_load_offline_with_from_pretrained_and_load_dataset_and_the_task_is_learnable(tmp_path):
     """The lesson's code path, offline: from_pretrained and load_dataset on the folders, and the ci
     profile's epoch (60 plain-PyTorch steps of the tiny BERT) reaches held-out accuracy well above chance."""
-    out = run_python("""
+    out = run_python(
+        """
         import json, sys
         import datasets, torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
@@ -130,7 +131,10 @@ def test_stand_ins_load_offline_with_from_pretrained_and_load_dataset_and_the_ta
                 right += int((model(**batch).logits.argmax(-1) == batch["labels"]).sum())
         print(json.dumps({"accuracy": right / len(enc["validation"]), "labels": model.config.id2label,
                           "splits": {k: len(v) for k, v in raw.items()}, "pad": tokenizer.pad_token}))
-    """, str(tmp_path), env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    """,
+        str(tmp_path),
+        env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
     result = json.loads(out.strip().splitlines()[-1])
     assert result["accuracy"] > 0.75, result
     assert result["labels"] == {"0": "code", "1": "prose"} and result["pad"] == "[PAD]"
@@ -144,12 +148,15 @@ def _script(tmp_path, body: str):
 
 
 def test_run_script_returns_output_results_and_exit_code(tmp_path):
-    path = _script(tmp_path, """
+    path = _script(
+        tmp_path,
+        """
         import json, os, sys
         print("RESULT " + json.dumps({"argv": sys.argv[1:], "env": os.environ["SCRIPT_TEST"]}))
         print("some noise")
         print("oops", file=sys.stderr)
-    """)
+    """,
+    )
     run = finetune.run_script(path, "a", env={"SCRIPT_TEST": "yes"}, timeout=60)
     assert run.ok and run.returncode == 0 and not run.timed_out
     assert finetune.results(run.stdout) == [{"argv": ["a"], "env": "yes"}]
@@ -160,13 +167,16 @@ def test_run_script_returns_output_results_and_exit_code(tmp_path):
 
 def test_a_script_that_overruns_is_killed_with_the_processes_it_started(tmp_path):
     pid_file = tmp_path / "child.pid"
-    path = _script(tmp_path, f"""
+    path = _script(
+        tmp_path,
+        f"""
         import subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         open({str(pid_file)!r}, "w").write(str(child.pid))
         print("started", flush=True)
         time.sleep(60)
-    """)
+    """,
+    )
     running = finetune.start_script(path, timeout=3)
     t0 = time.perf_counter()
     run = running.wait()
@@ -193,11 +203,14 @@ def test_waiting_twice_on_a_script_returns_the_same_record(tmp_path):
 
 
 def test_stop_when_kills_a_script_once_its_stderr_says_so(tmp_path):
-    path = _script(tmp_path, """
+    path = _script(
+        tmp_path,
+        """
         import sys, time
         print("waiting for the others", file=sys.stderr, flush=True)
         time.sleep(60)
-    """)
+    """,
+    )
     t0 = time.perf_counter()
     run = finetune.start_script(path, timeout=30).wait(stop_when=lambda err: "waiting" in err)
     assert run.stopped and not run.timed_out and run.returncode is None and not run.ok

@@ -31,7 +31,8 @@ def broken(tmp_path):
 
 @pytest.mark.parametrize("name", BROKEN)
 def test_a_broken_framework_is_skipped_everywhere_with_its_import_error(name, broken):
-    out = run_python(f"""
+    out = run_python(
+        f"""
         import json
         from tpututor import bench, frameworks, preflight, runtime
         from tpututor import fakes
@@ -49,7 +50,10 @@ def test_a_broken_framework_is_skipped_everywhere_with_its_import_error(name, br
         print(json.dumps({{"module": module is None, "usable": status.usable, "skipped": status.skipped("the section"),
                           "available": frameworks.available([{name!r}]), "timed": timed,
                           "probe": probe.get("error", ""), "check": [line.status, line.detail]}}))
-    """, env=broken(name), timeout=300)
+    """,
+        env=broken(name),
+        timeout=300,
+    )
     doc = json.loads(out.strip().splitlines()[-1])
     assert doc["module"] and not doc["usable"] and doc["available"] == []
     assert "planted" in doc["skipped"] and doc["skipped"].endswith("the section is skipped")
@@ -60,7 +64,10 @@ def test_a_broken_framework_is_skipped_everywhere_with_its_import_error(name, br
 
 def test_a_missing_framework_says_not_installed():
     status = frameworks.Status("tensorflow", None, "not installed")
-    assert status.skipped("the TensorFlow section") == "tensorflow is not installed here: the TensorFlow section is skipped"
+    assert (
+        status.skipped("the TensorFlow section")
+        == "tensorflow is not installed here: the TensorFlow section is skipped"
+    )
 
 
 def test_a_module_is_found_under_a_distribution_of_another_name():
@@ -92,8 +99,13 @@ def test_lessons_take_optional_frameworks_through_the_loader():
             except SyntaxError:  # IPython syntax (%pip): the setup cell
                 continue
             for node in (n for top in body for n in ast.walk(top)):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                    [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+                )
                 bare = [n for n in names if n in optional]  # submodules, once load() worked, are fine
-                assert not bare, (f"{lesson.stem}: `import {bare[0]}` in a cell; an optional framework "
-                                  f"comes from frameworks.load({bare[0].split('.')[0]!r})")
+                assert not bare, (
+                    f"{lesson.stem}: `import {bare[0]}` in a cell; an optional framework "
+                    f"comes from frameworks.load({bare[0].split('.')[0]!r})"
+                )

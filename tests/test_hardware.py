@@ -26,18 +26,34 @@ def test_every_row_has_memory_and_bandwidth(chip):
 
 @pytest.mark.parametrize(
     "device_kind, name",
-    [("TPU v2", "v2"), ("TPU v3", "v3"), ("TPU v4", "v4"), ("TPU v5 lite", "v5e"), ("TPU v5e", "v5e"),
-     ("TPU v5", "v5p"), ("TPU v6 lite", "v6e"), ("TPU7x", "7x"), ("Tesla T4", "T4"), ("NVIDIA L4", "L4"),
-     ("NVIDIA A100-SXM4-40GB", "A100-40GB"), ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
-     ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H200", "H200"), ("  tpu   v5   lite ", "v5e"),
-     ("v6e", "v6e"), ("TPU v6e", "v6e"), ("h100", "H100")],
+    [
+        ("TPU v2", "v2"),
+        ("TPU v3", "v3"),
+        ("TPU v4", "v4"),
+        ("TPU v5 lite", "v5e"),
+        ("TPU v5e", "v5e"),
+        ("TPU v5", "v5p"),
+        ("TPU v6 lite", "v6e"),
+        ("TPU7x", "7x"),
+        ("Tesla T4", "T4"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+        ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H200", "H200"),
+        ("  tpu   v5   lite ", "v5e"),
+        ("v6e", "v6e"),
+        ("TPU v6e", "v6e"),
+        ("h100", "H100"),
+    ],
 )
 def test_lookup_accepts_jax_device_kinds_and_table_names(device_kind, name):
     assert hardware.lookup(device_kind).name == name
 
 
-@pytest.mark.parametrize("device_kind", ["cpu", "TPU v4 lite", "NVIDIA H100 PCIe", "NVIDIA A100-PCIE-40GB", "TPU v9",
-                                         "", "   "])
+@pytest.mark.parametrize(
+    "device_kind", ["cpu", "TPU v4 lite", "NVIDIA H100 PCIe", "NVIDIA A100-PCIE-40GB", "TPU v9", "", "   "]
+)
 def test_unknown_device_kind_is_none_not_a_guess(device_kind):
     assert hardware.find(device_kind) is None
 
@@ -64,10 +80,16 @@ def test_cpu_estimate_uses_the_widest_simd_and_says_it_is_an_estimate():
     assert any("assumed" in a for a in est.assumptions)
 
 
-@pytest.mark.parametrize("model, per_cycle", [
-    ("AMD EPYC", 32), ("AMD EPYC 9654 96-Core Processor", 32), ("AMD Ryzen 9 7950X", 32),  # Zen 4: 2 x 256-bit
-    ("AMD EPYC 9755 128-Core Processor", 64), ("AMD Ryzen 9 9950X", 64),  # Zen 5: full-width AVX-512
-])
+@pytest.mark.parametrize(
+    "model, per_cycle",
+    [
+        ("AMD EPYC", 32),
+        ("AMD EPYC 9654 96-Core Processor", 32),
+        ("AMD Ryzen 9 7950X", 32),  # Zen 4: 2 x 256-bit
+        ("AMD EPYC 9755 128-Core Processor", 64),
+        ("AMD Ryzen 9 9950X", 64),  # Zen 5: full-width AVX-512
+    ],
+)
 def test_cpu_estimate_counts_zen4_avx512_at_256_bit_width(model, per_cycle):
     est = hardware.estimate_cpu(model, 2, ["avx2", "fma", "avx512f", "avx512_bf16"], 2.6)
     assert est.flops_per_cycle_per_core == per_cycle and est.peak_flops == 2 * 2.6e9 * per_cycle
@@ -99,10 +121,16 @@ def test_plot_marks_this_machine(tmp_path):
 
 # ICI per axis and topology (jax-ml/scaling-book tpus.md, "TPU Networking" and the interconnect
 # table "ICI BW/link (one-way / bidi)", read 2026-12-01)
-@pytest.mark.parametrize("name, one_way, bidi, topology", [
-    ("v3", 1e11, 2e11, "2D torus"), ("v4", 4.5e10, 9e10, "3D torus"), ("v5p", 9e10, 1.8e11, "3D torus"),
-    ("v5e", 4.5e10, 9e10, "2D torus"), ("v6e", 9e10, 1.8e11, "2D torus"),
-])
+@pytest.mark.parametrize(
+    "name, one_way, bidi, topology",
+    [
+        ("v3", 1e11, 2e11, "2D torus"),
+        ("v4", 4.5e10, 9e10, "3D torus"),
+        ("v5p", 9e10, 1.8e11, "3D torus"),
+        ("v5e", 4.5e10, 9e10, "2D torus"),
+        ("v6e", 9e10, 1.8e11, "2D torus"),
+    ],
+)
 def test_per_axis_ici_matches_scaling_books_interconnect_table(name, one_way, bidi, topology):
     chip = hardware.lookup(name)
     assert chip.ici_link_bandwidth == one_way and chip.ici_axis_bandwidth == bidi
@@ -133,12 +161,18 @@ def test_the_aggregate_interconnect_column_keeps_its_meaning():
         assert chip.ici_axis_bandwidth < chip.interconnect_gbps * 1e9 / 2
 
 
-@pytest.mark.parametrize("name, shape, wraps", [
-    ("v5e", (2, 4), (False, False)),  # a v5e-8 (Cloud TPU docs: 2x4) wraps nowhere
-    ("v5e", (8, 16), (False, True)), ("v6e", (16, 16), (True, True)),
-    ("v5p", (4, 4, 4), (True, True, True)), ("v5p", (4, 4, 8), (True, True, True)),
-    ("v5p", (2, 2, 4), (False, False, False)), ("v4", (2, 2, 1), (False, False, False)),
-])
+@pytest.mark.parametrize(
+    "name, shape, wraps",
+    [
+        ("v5e", (2, 4), (False, False)),  # a v5e-8 (Cloud TPU docs: 2x4) wraps nowhere
+        ("v5e", (8, 16), (False, True)),
+        ("v6e", (16, 16), (True, True)),
+        ("v5p", (4, 4, 4), (True, True, True)),
+        ("v5p", (4, 4, 8), (True, True, True)),
+        ("v5p", (2, 2, 4), (False, False, False)),
+        ("v4", (2, 2, 1), (False, False, False)),
+    ],
+)
 def test_wraparound_follows_each_torus_rule(name, shape, wraps):
     assert hardware.lookup(name).wraparound(shape) == wraps
 

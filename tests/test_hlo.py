@@ -84,50 +84,60 @@ def test_a_dot_is_counted_and_a_host_callback_is_a_custom_call():
 
 
 def test_static_arguments_reach_the_traced_function():
-    s = hlo.jax_stages(lambda v, kind: jnp.tanh(v) if kind == "tanh" else v * 2, X, kind="tanh",
-                       static_argnames=["kind"])
+    s = hlo.jax_stages(
+        lambda v, kind: jnp.tanh(v) if kind == "tanh" else v * 2, X, kind="tanh", static_argnames=["kind"]
+    )
     assert "tanh" in s.jaxpr
 
 
 def test_collectives_are_found_in_a_sharded_program():
-    text = run_python("""
+    text = run_python(
+        """
         import jax, jax.numpy as jnp
         from jax.sharding import PartitionSpec as P
         mesh = jax.make_mesh((2,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
         f = jax.shard_map(lambda v: jax.lax.psum(v, "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
         print(jax.jit(f).lower(jnp.ones(8)).compile().as_text())
-    """, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"})
+    """,
+        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"},
+    )
     summary = hlo.summarize(text)
     assert summary.collectives["all-reduce"] >= 1
 
 
 @pytest.mark.slow
 def test_tensorflow_hlo_before_and_after_optimisation_parses():
-    out = run_python("""
+    out = run_python(
+        """
         import tensorflow as tf
         from tpututor import hlo
         f = tf.function(lambda t: tf.nn.softmax(t) * 2, jit_compile=True)
         ir = hlo.tf_stages(f, tf.ones((8, 16)))
         print(ir["hlo"]); print("=====SPLIT====="); print(ir["optimized_hlo"])
-    """, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    """,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     before, after = out.split("=====SPLIT=====")
-    b, a = hlo.summarize(before[before.index("HloModule"):]), hlo.summarize(after)
+    b, a = hlo.summarize(before[before.index("HloModule") :]), hlo.summarize(after)
     assert b.ops["exponential"] == 1 and not b.fusions
     assert a.kernels < b.kernels and sum(a.fusions.values()) >= 1
 
 
 @pytest.mark.slow
 def test_torch_xla_ir_and_hlo_parse():
-    out = run_python("""
+    out = run_python(
+        """
         import torch, torch_xla
         from tpututor import hlo
         t = torch.ones(8, 16).to(torch_xla.device())
         st = hlo.torch_xla_stages(torch.softmax(t, dim=-1) * 2)
         print(st["ir"]); print("=====SPLIT====="); print(st["hlo"])
-    """, env={"PJRT_DEVICE": "CPU"})
+    """,
+        env={"PJRT_DEVICE": "CPU"},
+    )
     ir, text = out.split("=====SPLIT=====")
     assert "aten::softmax" in ir
-    s = hlo.summarize(text[text.index("HloModule"):])
+    s = hlo.summarize(text[text.index("HloModule") :])
     assert s.ops["exponential"] == 1 and s.ops["reduce"] == 2 and s.parameters >= 1
 
 

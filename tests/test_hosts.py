@@ -43,27 +43,40 @@ def gone(pids, within: float = 10.0) -> bool:
 
 # --------------------------------------------------------------------------- no framework
 
+
 def test_importing_hosts_and_tblog_loads_no_framework():
-    out = run_python("import sys, tpututor.hosts, tpututor.tblog\n"
-                     "print(sorted(m for m in ('jax', 'numpy', 'tensorflow', 'grain') if m in sys.modules))")
+    out = run_python(
+        "import sys, tpututor.hosts, tpututor.tblog\n"
+        "print(sorted(m for m in ('jax', 'numpy', 'tensorflow', 'grain') if m in sys.modules))"
+    )
     assert out.strip() == "[]"
 
 
 def test_each_host_gets_the_variables_jax_reads_and_short_timeouts():
-    base = {"PATH": "/bin", "SLURM_NTASKS": "99", "OMPI_MCA_orte_hnp_uri": "x", "XLA_FLAGS": "--xla_dump_to=/d "
-            "--xla_force_host_platform_device_count=8", "JAX_NUM_CPU_DEVICES": "8"}
+    base = {
+        "PATH": "/bin",
+        "SLURM_NTASKS": "99",
+        "OMPI_MCA_orte_hnp_uri": "x",
+        "XLA_FLAGS": "--xla_dump_to=/d --xla_force_host_platform_device_count=8",
+        "JAX_NUM_CPU_DEVICES": "8",
+    }
     env = hosts.host_env(2, 4, 12345, 2, heartbeat_timeout=7, init_timeout=30, launch_id="abc", base=base)
     assert env["JAX_COORDINATOR_ADDRESS"] == "127.0.0.1:12345"
     assert (env["SLURM_NTASKS"], env["SLURM_PROCID"], env["SLURM_LOCALID"]) == ("4", "2", "2")
     assert env["XLA_FLAGS"] == "--xla_dump_to=/d --xla_force_host_platform_device_count=2"
     assert "OMPI_MCA_orte_hnp_uri" not in env and "JAX_NUM_CPU_DEVICES" not in env
     assert env["JAX_PLATFORMS"] == "cpu" and env["JAX_CPU_COLLECTIVES_IMPLEMENTATION"] == "gloo"
-    assert hosts.initialize_options(env) == {"heartbeat_timeout_seconds": 7, "initialization_timeout": 30,
-                                             "shutdown_timeout_seconds": 30}
+    assert hosts.initialize_options(env) == {
+        "heartbeat_timeout_seconds": 7,
+        "initialization_timeout": 30,
+        "shutdown_timeout_seconds": 30,
+    }
     assert hosts.initialize_options({}) == {}  # on a TPU slice: JAX's own defaults
     older_jax = ("coordinator_address", "initialization_timeout", "heartbeat_timeout_seconds")  # 0.7.2: no shutdown
-    assert hosts.initialize_options(env, accepted=older_jax) == {"heartbeat_timeout_seconds": 7,
-                                                                 "initialization_timeout": 30}
+    assert hosts.initialize_options(env, accepted=older_jax) == {
+        "heartbeat_timeout_seconds": 7,
+        "initialization_timeout": 30,
+    }
     with pytest.raises(ValueError, match="not one of 0..3"):
         hosts.host_env(4, 4, 1)
 
@@ -81,13 +94,16 @@ def test_jax_detects_the_launchers_environment_without_connecting():
 
 
 def test_lines_are_prefixed_and_gathered_and_exits_reported(capsys):
-    job = hosts.Job(script("""
+    job = hosts.Job(
+        script("""
         import json, os, sys
         print("hello from", os.environ["SLURM_PROCID"], "of", os.environ["SLURM_NTASKS"])
         print("to stderr", file=sys.stderr)
         print(json.dumps({"process": int(os.environ["SLURM_PROCID"])}))
         print('{"cut off": ')
-    """), hosts=3)
+    """),
+        hosts=3,
+    )
     result = job.wait()
     assert result.ok and result.returncode == 0 and [e.host for e in result.exits] == [0, 1, 2]
     assert result.output(1).splitlines()[:2] == ["hello from 1 of 3", "to stderr"]
@@ -98,13 +114,18 @@ def test_lines_are_prefixed_and_gathered_and_exits_reported(capsys):
 
 
 def test_a_failed_host_gives_the_others_grace_then_every_host_is_stopped():
-    job = hosts.Job(script("""
+    job = hosts.Job(
+        script("""
         import os, sys, time
         if os.environ["SLURM_PROCID"] == "1":
             print("failing", flush=True)
             sys.exit(3)
         time.sleep(60)
-    """), hosts=3, grace=1.0, echo=False)
+    """),
+        hosts=3,
+        grace=1.0,
+        echo=False,
+    )
     t0 = time.monotonic()
     result = job.wait()
     assert time.monotonic() - t0 < 20
@@ -120,19 +141,35 @@ def test_the_time_limit_stops_every_host_and_a_broken_loop_leaves_nothing_behind
     assert result.timed_out and result.returncode == 124 and all(e.stopped for e in result.exits)
     job = hosts.Job(script("import time; print('up', flush=True); time.sleep(60)"), hosts=2, echo=False)
     with job:
-        for line in job.follow():
+        for _line in job.follow():
             break  # as an exception or Ctrl-C in the loop would
     assert gone(job.pids) and hosts.leftovers(job.launch_id) == []
 
 
 def test_the_cli_prefixes_lines_returns_the_status_and_stops_hosts_on_ctrl_c():
-    out = subprocess.run([PYTHON, "-m", "tpututor", "launch", "--hosts", "2", "--", PYTHON, "-c",
-                          "import os, sys; print('id', os.environ['SLURM_PROCID']); sys.exit(int(os.environ['SLURM_PROCID']) * 5)"],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "tpututor",
+            "launch",
+            "--hosts",
+            "2",
+            "--",
+            PYTHON,
+            "-c",
+            "import os, sys; print('id', os.environ['SLURM_PROCID']); sys.exit(int(os.environ['SLURM_PROCID']) * 5)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 5 and "[host 0] id 0" in out.stdout and "[host 1] id 1" in out.stdout
     assert "host 1 (pid" in out.stderr and "exit status 5" in out.stderr
-    bad = subprocess.run([PYTHON, "-m", "tpututor", "launch", "--hosts", "2"], capture_output=True, text=True,
-                         timeout=60, cwd=ROOT)
+    bad = subprocess.run(
+        [PYTHON, "-m", "tpututor", "launch", "--hosts", "2"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert bad.returncode == 2 and "no command to launch" in bad.stderr
 
     launcher, pids = _sleeping_hosts()
@@ -159,9 +196,24 @@ def test_hosts_die_with_a_launcher_killed_by_sigkill():
 def _sleeping_hosts() -> tuple[subprocess.Popen, list[int]]:
     """`python -m tpututor launch --hosts 2` over hosts that sleep ten minutes, once both have
     printed their pids: only something done to the launcher can end them in time."""
-    launcher = subprocess.Popen([PYTHON, "-m", "tpututor", "launch", "--hosts", "2", "--", PYTHON, "-c",
-                                 "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    launcher = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "tpututor",
+            "launch",
+            "--hosts",
+            "2",
+            "--",
+            PYTHON,
+            "-c",
+            "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
     pids: list[int] = []
     try:
         for line in launcher.stdout:
@@ -177,12 +229,16 @@ def _sleeping_hosts() -> tuple[subprocess.Popen, list[int]]:
 
 
 def test_the_stack_a_fatal_signal_prints_names_the_blocked_call():
-    job = hosts.Job(script("""
+    job = hosts.Job(
+        script("""
         import os, signal, time
         def blocked():
             os.kill(os.getpid(), signal.SIGABRT)
         blocked()
-    """), hosts=1, echo=False)
+    """),
+        hosts=1,
+        echo=False,
+    )
     result = job.wait()
     assert result.exits[0].how == "killed by SIGABRT"
     frames = hosts.main_thread_stack(result.output(0))
@@ -190,6 +246,7 @@ def test_the_stack_a_fatal_signal_prints_names_the_blocked_call():
 
 
 # --------------------------------------------------------------------------- TensorBoard event files
+
 
 def test_tblog_round_trips_scalars(tmp_path):
     with tblog.Writer(tmp_path) as w:
@@ -216,6 +273,7 @@ def test_tensorflows_own_reader_reads_tblog_files(tmp_path):
 
 
 # --------------------------------------------------------------------------- data shards
+
 
 def test_each_process_reads_its_own_shard_files(tmp_path):
     import grain

@@ -4,8 +4,6 @@ block rule against Mosaic's own check; the interpret-mode names across JAX versi
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from conftest import run_python
@@ -65,20 +63,36 @@ def test_matmul_with_one_k_block_reads_x_once():
     assert cost.writes == {"out": 256 * 512 * 4}
 
 
-@pytest.mark.parametrize("dims", [(256, 256, 256, 128, 128, 128), (512, 256, 384, 128, 256, 128),
-                                  (256, 128, 512, 128, 128, 128), (128, 128, 128, 128, 128, 128),
-                                  (256, 512, 128, 256, 128, 128)])
+@pytest.mark.parametrize(
+    "dims",
+    [
+        (256, 256, 256, 128, 128, 128),
+        (512, 256, 384, 128, 256, 128),
+        (256, 128, 512, 128, 128, 128),
+        (128, 128, 128, 128, 128, 128),
+        (256, 512, 128, 256, 128, 128),
+    ],
+)
 def test_matmul_closed_form_agrees_with_walking_the_grid(dims):
     m, k, n, bm, bk, bn = dims
     walked = kernels.grid_cost(
-        "matmul", (m // bm, n // bn, k // bk),
-        [kernels.Operand("x", (m, k), (bm, bk), lambda i, j, kk: (i, kk), "bfloat16"),
-         kernels.Operand("y", (k, n), (bk, bn), lambda i, j, kk: (kk, j), "bfloat16"),
-         kernels.Operand("out", (m, n), (bm, bn), lambda i, j, kk: (i, j), "bfloat16", output=True)],
-        flops_per_step=2 * bm * bk * bn, scratch_bytes=bm * bn * 4)
+        "matmul",
+        (m // bm, n // bn, k // bk),
+        [
+            kernels.Operand("x", (m, k), (bm, bk), lambda i, j, kk: (i, kk), "bfloat16"),
+            kernels.Operand("y", (k, n), (bk, bn), lambda i, j, kk: (kk, j), "bfloat16"),
+            kernels.Operand("out", (m, n), (bm, bn), lambda i, j, kk: (i, j), "bfloat16", output=True),
+        ],
+        flops_per_step=2 * bm * bk * bn,
+        scratch_bytes=bm * bn * 4,
+    )
     closed = kernels.matmul_cost(m, k, n, bm, bk, bn)
-    assert (walked.reads, walked.writes, walked.flops, walked.vmem) == (closed.reads, closed.writes, closed.flops,
-                                                                         closed.vmem)
+    assert (walked.reads, walked.writes, walked.flops, walked.vmem) == (
+        closed.reads,
+        closed.writes,
+        closed.flops,
+        closed.vmem,
+    )
 
 
 def test_a_fused_epilogue_adds_flops_but_no_traffic():
@@ -165,8 +179,9 @@ def test_a_kernel_on_tpu7x_gets_one_tensorcores_share():
     assert core.bandwidth == pytest.approx(chip.hbm_bandwidth / 2)
     assert core.ridge_point == pytest.approx(chip.ridge_point)
     cost = kernels.matmul_cost(4096, 4096, 4096, 512, 512, 512)
-    assert cost.on("7x").seconds == pytest.approx(2 * max(cost.flops / chip.peak_flops,
-                                                          cost.hbm_bytes / chip.hbm_bandwidth))
+    assert cost.on("7x").seconds == pytest.approx(
+        2 * max(cost.flops / chip.peak_flops, cost.hbm_bytes / chip.hbm_bandwidth)
+    )
     # One device per chip elsewhere: the chip's own figures.
     assert kernels.device_roofline("v5e").peak_flops == hardware.lookup("v5e").peak_flops
 
@@ -243,10 +258,18 @@ def test_the_fix_never_suggests_a_block_that_drops_data():
     assert "use 8 (divides 16)" in text
 
 
-@pytest.mark.parametrize("shape, block, dtype", [
-    ((16, 384), (8, 200), "float32"), ((24, 640), (5, 100), "float32"), ((3072,), (384,), "float32"),
-    ((1000, 1000), (10, 300), "float32"), ((4096,), (100,), "bfloat16"), ((96, 1152), (12, 500), "float32"),
-    ((2, 40, 200), (1, 12, 100), "bfloat16")])
+@pytest.mark.parametrize(
+    "shape, block, dtype",
+    [
+        ((16, 384), (8, 200), "float32"),
+        ((24, 640), (5, 100), "float32"),
+        ((3072,), (384,), "float32"),
+        ((1000, 1000), (10, 300), "float32"),
+        ((4096,), (100,), "bfloat16"),
+        ((96, 1152), (12, 500), "float32"),
+        ((2, 40, 200), (1, 12, 100), "bfloat16"),
+    ],
+)
 def test_every_suggested_block_divides_the_array_and_obeys_the_rule(shape, block, dtype):
     fixes = kernels.suggest_blocks(shape, block, dtype)
     assert fixes and not kernels.tile_ok(shape, block, dtype)
@@ -284,8 +307,9 @@ def _mosaic_accepts(shape, block, dtype):
 
     spec = pl.BlockSpec(block, lambda *i: i)
     grid = tuple(-(-a // b) for a, b in zip(shape, block))
-    call = pl.pallas_call(copy_kernel, out_shape=jax.ShapeDtypeStruct(shape, dtype), grid=grid, in_specs=[spec],
-                          out_specs=spec)
+    call = pl.pallas_call(
+        copy_kernel, out_shape=jax.ShapeDtypeStruct(shape, dtype), grid=grid, in_specs=[spec], out_specs=spec
+    )
     # Rank-1 blocks ask for the chip's tiling (JAX 0.10): name one through an abstract mesh.
     extra = {"platform": "tpu"} if "platform" in inspect.signature(jax.sharding.AbstractDevice).parameters else {}
     device = jax.sharding.AbstractDevice(device_kind="TPU v5 lite", num_cores=1, **extra)
@@ -301,13 +325,26 @@ def _mosaic_accepts(shape, block, dtype):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape, block, dtype", [
-    ((16, 200), (4, 100), "float32"), ((16, 200), (8, 200), "float32"), ((16, 200), (16, 100), "float32"),
-    ((16, 256), (8, 128), "float32"), ((16, 256), (4, 256), "float32"), ((16, 256), (8, 128), "bfloat16"),
-    ((2, 16, 256), (1, 8, 128), "float32"), ((4, 16, 256), (2, 4, 256), "float32"),
-    ((3072,), (384,), "float32"), ((3072,), (256,), "float32"), ((3072,), (128,), "bfloat16"),
-    ((3072,), (1024,), "float32"), ((3072,), (3072,), "bfloat16"), ((4096,), (2048,), "int8"),
-    ((4096,), (256,), "int8")])
+@pytest.mark.parametrize(
+    "shape, block, dtype",
+    [
+        ((16, 200), (4, 100), "float32"),
+        ((16, 200), (8, 200), "float32"),
+        ((16, 200), (16, 100), "float32"),
+        ((16, 256), (8, 128), "float32"),
+        ((16, 256), (4, 256), "float32"),
+        ((16, 256), (8, 128), "bfloat16"),
+        ((2, 16, 256), (1, 8, 128), "float32"),
+        ((4, 16, 256), (2, 4, 256), "float32"),
+        ((3072,), (384,), "float32"),
+        ((3072,), (256,), "float32"),
+        ((3072,), (128,), "bfloat16"),
+        ((3072,), (1024,), "float32"),
+        ((3072,), (3072,), "bfloat16"),
+        ((4096,), (2048,), "int8"),
+        ((4096,), (256,), "int8"),
+    ],
+)
 def test_check_tile_agrees_with_mosaics_own_check(shape, block, dtype):
     import jax
     import jax.numpy as jnp
@@ -352,8 +389,10 @@ def test_grid_cost_refuses_duplicate_names_and_bad_counts():
 
 
 def test_the_modules_import_no_framework():
-    out = run_python("import sys, tpututor.kernels, tpututor.pallas_compat\n"
-                     "print(sorted(m for m in ('jax', 'numpy', 'matplotlib') if m in sys.modules))")
+    out = run_python(
+        "import sys, tpututor.kernels, tpututor.pallas_compat\n"
+        "print(sorted(m for m in ('jax', 'numpy', 'matplotlib') if m in sys.modules))"
+    )
     assert out.strip() == "[]"
 
 
@@ -392,13 +431,21 @@ def test_interpret_mode_shuffles_parallel_axes_and_keeps_arbitrary_ones_in_order
 
     def order(semantics, seed):
         visits = []
-        params = pallas_compat.interpret_params(random_seed=seed,
-                                                grid_point_recorder=pallas_compat.grid_point_recorder(visits))
+        params = pallas_compat.interpret_params(
+            random_seed=seed, grid_point_recorder=pallas_compat.grid_point_recorder(visits)
+        )
         x = jax.device_put(jnp.ones((64, 128)), jax.devices("cpu")[0])
-        jax.block_until_ready(pl.pallas_call(
-            kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(8,),
-            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))], out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
-            compiler_params=pltpu.CompilerParams(dimension_semantics=(semantics,)), interpret=params)(x))
+        jax.block_until_ready(
+            pl.pallas_call(
+                kernel,
+                out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                grid=(8,),
+                in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                compiler_params=pltpu.CompilerParams(dimension_semantics=(semantics,)),
+                interpret=params,
+            )(x)
+        )
         return [point[0] for point, _ in visits]
 
     assert order("arbitrary", 1) == list(range(8))
@@ -423,11 +470,15 @@ def test_the_race_detector_verdict_is_read_for_this_jax():
 
     def run(semantics):
         x = jax.device_put(jnp.ones((32, 128)), jax.devices("cpu")[0])
-        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), x.dtype), grid=(4,),
-                              in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
-                              out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
-                              compiler_params=pltpu.CompilerParams(dimension_semantics=(semantics,)),
-                              interpret=pallas_compat.interpret_params(detect_races=True, cores=2))(x)
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((8, 128), x.dtype),
+            grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=(semantics,)),
+            interpret=pallas_compat.interpret_params(detect_races=True, cores=2),
+        )(x)
 
     jax.block_until_ready(run("parallel"))
     assert pallas_compat.races_found()

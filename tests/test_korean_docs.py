@@ -94,7 +94,7 @@ def korean_form(target: str, root: Path) -> str | None:
     if "://" in target or path in DELIBERATELY_ENGLISH or path != normalize(path):
         return None
     if path.startswith("notebooks/"):
-        candidate = "notebooks/ko/" + path[len("notebooks/"):]
+        candidate = "notebooks/ko/" + path[len("notebooks/") :]
     elif path.endswith(".md"):
         candidate = path[:-3] + ".ko.md"
     else:
@@ -107,9 +107,11 @@ def parity_problems(english: str, korean: str, root: Path = ROOT) -> list[str]:
     en, ko = sections(english), sections(korean)
     en_levels, ko_levels = [s[0] for s in en], [s[0] for s in ko]
     if en_levels != ko_levels:
-        return [f"headings differ: English has {len(en)} sections at levels {en_levels} "
-                f"({[s[1] for s in en]}), Korean {len(ko)} at {ko_levels} ({[s[1] for s in ko]}): "
-                "every English ##/### section needs its Korean counterpart, in the same order"]
+        return [
+            f"headings differ: English has {len(en)} sections at levels {en_levels} "
+            f"({[s[1] for s in en]}), Korean {len(ko)} at {ko_levels} ({[s[1] for s in ko]}): "
+            "every English ##/### section needs its Korean counterpart, in the same order"
+        ]
     problems = []
     for (_, en_title, en_body), (_, ko_title, ko_body) in zip(en, ko):
         where = f"section {en_title or '(top)'!r} / {ko_title or '(top)'!r}"
@@ -117,8 +119,10 @@ def parity_problems(english: str, korean: str, root: Path = ROOT) -> list[str]:
             problems.append(f"{where}: fenced code blocks differ (keep them verbatim)")
         en_links, ko_links = Counter(map(normalize, links(en_body))), Counter(map(normalize, links(ko_body)))
         if set(en_links) != set(ko_links):
-            problems.append(f"{where}: link targets differ: only English {sorted(set(en_links) - set(ko_links))}, "
-                            f"only Korean {sorted(set(ko_links) - set(en_links))}")
+            problems.append(
+                f"{where}: link targets differ: only English {sorted(set(en_links) - set(ko_links))}, "
+                f"only Korean {sorted(set(ko_links) - set(en_links))}"
+            )
         for target in links(ko_body):
             if "://" not in target and not target.startswith("#"):
                 if not (root / target.split("#")[0]).exists():
@@ -154,9 +158,19 @@ def _drop(text: str, heading: str) -> str:
     return re.sub(rf"^## {re.escape(heading)}\n.*?(?=^## )", "", text, count=1, flags=re.M | re.S)
 
 
-@pytest.mark.parametrize("change", ["drop a section", "drop the last section", "add a section",
-                                    "change a code block", "drop a link", "link the English page",
-                                    "drop a command", "leave a section in English"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "drop a section",
+        "drop the last section",
+        "add a section",
+        "change a code block",
+        "drop a link",
+        "link the English page",
+        "drop a command",
+        "leave a section in English",
+    ],
+)
 def test_the_check_catches_a_korean_readme_that_falls_behind(tmp_path, change):
     english, korean = ENGLISH.read_text(), KOREAN.read_text()
     before = set(parity_problems(english, korean))  # none (the test above), whatever they may be here
@@ -164,7 +178,7 @@ def test_the_check_catches_a_korean_readme_that_falls_behind(tmp_path, change):
     if change == "drop a section":
         bad = _drop(korean, ko_titles[2])
     elif change == "drop the last section":
-        bad = korean[:korean.index(f"## {ko_titles[-1]}")]
+        bad = korean[: korean.index(f"## {ko_titles[-1]}")]
     elif change == "add a section":
         bad = korean.replace(f"## {ko_titles[1]}", f"## 번역에 참여하기\n\n번역 안내입니다.\n\n## {ko_titles[1]}")
     elif change == "change a code block":
@@ -177,8 +191,8 @@ def test_the_check_catches_a_korean_readme_that_falls_behind(tmp_path, change):
         bad = korean.replace("`make test-fast`", "빠른 테스트", 1)
     else:
         heading = f"## {ko_titles[-1]}"
-        english_body = english[english.rindex("\n## ") + 1:].split("\n", 1)[1]
-        bad = korean[:korean.index(heading)] + heading + "\n" + english_body
+        english_body = english[english.rindex("\n## ") + 1 :].split("\n", 1)[1]
+        bad = korean[: korean.index(heading)] + heading + "\n" + english_body
     assert bad != korean, change
     copy = tmp_path / "README.ko.md"
     copy.write_text(bad)
@@ -193,11 +207,17 @@ def test_sections_skip_headings_inside_code_and_start_with_the_title():
 
 def test_korean_forms_of_links_count_as_the_english_target():
     assert normalize("notebooks/ko/04_pytorch_xla.md") == "notebooks/04_pytorch_xla.md"
-    assert normalize("https://mybinder.org/v2/gh/o/r/main?labpath=notebooks%2Fko%2F00_x.ipynb") == \
-        "https://mybinder.org/v2/gh/o/r/main?labpath=notebooks%2F00_x.ipynb"
+    assert (
+        normalize("https://mybinder.org/v2/gh/o/r/main?labpath=notebooks%2Fko%2F00_x.ipynb")
+        == "https://mybinder.org/v2/gh/o/r/main?labpath=notebooks%2F00_x.ipynb"
+    )
     assert normalize("docs/errors.ko.md") == "docs/errors.md" and normalize("README.ko.md") == "README.md"
     assert links("[a](x.md) `[b](y.md)` see https://example.com/p. and [![i](img.svg)](z)") == [
-        "x.md", "img.svg", "z", "https://example.com/p"]
+        "x.md",
+        "img.svg",
+        "z",
+        "https://example.com/p",
+    ]
 
 
 # ----------------------------------------------------------------- the instructor guide

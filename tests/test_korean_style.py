@@ -32,45 +32,70 @@ class Rule:
 
 
 RULES = {
-    "자체의 (for \"X's own\")": Rule(
-        r"자체의", "drop it (PyTorch/XLA의 카운터), or say whose: 공식 가이드, 직접 만든, 고유한, 에 내장된",
-        "PyTorch/XLA 자체의 카운터가 알려 줍니다.", "PyTorch/XLA의 카운터가 알려 줍니다."),
-    "자신의 (for \"X's own\")": Rule(
-        r"자신의", "drop it (모델의 로짓), or 직접/실제로: 컴파일러가 실제로 만든 것",
-        "최적화된 HLO는 TPU 자신의\n것입니다.", "최적화된 HLO는 TPU 컴파일러가 실제로 만든 것입니다."),
-    "정직한 (for \"honest\")": Rule(
-        r"정직한", "제대로 된, 있는 그대로의, 공정한, 실제의",
-        "정직한 시간 측정은 컴파일을 따로 잽니다.", "제대로 된 시간 측정은 컴파일을 따로 잽니다."),
-    "정직하게 (for \"honestly\")": Rule(
-        r"정직하게", "제대로, 공정하게, 있는 그대로",
-        "스텝 시간을 정직하게 잽니다.", "스텝 시간을 제대로 잽니다."),
-    "고전적인 (for \"classic\")": Rule(
-        r"고전적(?:인|으로)", "전형적인, 대표적인, 흔한 (흔히)",
-        "고전적인 TPU 튜토리얼은 4×4 메시를 만듭니다.", "대표적인 TPU 튜토리얼은 4×4 메시를 만듭니다."),
+    '자체의 (for "X\'s own")': Rule(
+        r"자체의",
+        "drop it (PyTorch/XLA의 카운터), or say whose: 공식 가이드, 직접 만든, 고유한, 에 내장된",
+        "PyTorch/XLA 자체의 카운터가 알려 줍니다.",
+        "PyTorch/XLA의 카운터가 알려 줍니다.",
+    ),
+    '자신의 (for "X\'s own")': Rule(
+        r"자신의",
+        "drop it (모델의 로짓), or 직접/실제로: 컴파일러가 실제로 만든 것",
+        "최적화된 HLO는 TPU 자신의\n것입니다.",
+        "최적화된 HLO는 TPU 컴파일러가 실제로 만든 것입니다.",
+    ),
+    '정직한 (for "honest")': Rule(
+        r"정직한",
+        "제대로 된, 있는 그대로의, 공정한, 실제의",
+        "정직한 시간 측정은 컴파일을 따로 잽니다.",
+        "제대로 된 시간 측정은 컴파일을 따로 잽니다.",
+    ),
+    '정직하게 (for "honestly")': Rule(
+        r"정직하게", "제대로, 공정하게, 있는 그대로", "스텝 시간을 정직하게 잽니다.", "스텝 시간을 제대로 잽니다."
+    ),
+    '고전적인 (for "classic")': Rule(
+        r"고전적(?:인|으로)",
+        "전형적인, 대표적인, 흔한 (흔히)",
+        "고전적인 TPU 튜토리얼은 4×4 메시를 만듭니다.",
+        "대표적인 TPU 튜토리얼은 4×4 메시를 만듭니다.",
+    ),
     "해요체 ending (…니까요. …까지요. …을요.)": Rule(
         r"(?<![세필중개주수])요(?=[.!)]|$)",
         "합니다체: …이기 때문입니다, or fold the fragment into the sentence before it "
         "(imperatives …하세요 and questions …까요? are fine)",
         "손실이 일치합니다. 같은 데이터에 같은 프로그램이니까요.",
-        "손실이 일치합니다. 같은 데이터에 같은 프로그램이기 때문입니다."),
+        "손실이 일치합니다. 같은 데이터에 같은 프로그램이기 때문입니다.",
+    ),
     "매개변수 (glossary: parameter)": Rule(
-        r"매개변수", "파라미터",
-        "HLO의 매개변수 번호로 찾습니다.", "HLO의 파라미터 번호로 찾습니다."),
+        r"매개변수", "파라미터", "HLO의 매개변수 번호로 찾습니다.", "HLO의 파라미터 번호로 찾습니다."
+    ),
     "단언 (glossary: assert)": Rule(
-        r"단언", "assert (assert합니다, assert하지 않고)",
-        "비율을 단언하지 않고 출력만 합니다.", "비율을 assert하지 않고 출력만 합니다."),
+        r"단언",
+        "assert (assert합니다, assert하지 않고)",
+        "비율을 단언하지 않고 출력만 합니다.",
+        "비율을 assert하지 않고 출력만 합니다.",
+    ),
     "윈도 (glossary: window)": Rule(
-        r"윈도(?!우)", "윈도우",
-        "토큰 스트림을 윈도로 자릅니다.", "토큰 스트림을 윈도우로 자릅니다."),
+        r"윈도(?!우)", "윈도우", "토큰 스트림을 윈도로 자릅니다.", "토큰 스트림을 윈도우로 자릅니다."
+    ),
     "스케일링 북 (glossary: scaling-book)": Rule(
-        r"스케일링\s*북|scaling book", "scaling-book",
-        "스케일링 북의 LLaMA 3 숫자와 일치합니다.", "scaling-book의 LLaMA 3 숫자와 일치합니다."),
+        r"스케일링\s*북|scaling book",
+        "scaling-book",
+        "스케일링 북의 LLaMA 3 숫자와 일치합니다.",
+        "scaling-book의 LLaMA 3 숫자와 일치합니다.",
+    ),
     "제자리 (glossary: in-place)": Rule(
-        r"제자리", "in-place for an update or write in place; 그대로 for data that stays put",
-        "캐시가 제자리에서 업데이트됩니다.", "캐시가 in-place로 업데이트됩니다."),
+        r"제자리",
+        "in-place for an update or write in place; 그대로 for data that stays put",
+        "캐시가 제자리에서 업데이트됩니다.",
+        "캐시가 in-place로 업데이트됩니다.",
+    ),
     "샤딩 방식 (glossary: placement)": Rule(
-        r"샤딩\s*방식", "배치 위치 (placement); 샤딩 for sharding itself",
-        "규칙은 샤딩 방식을 정할 뿐입니다.", "규칙은 배치 위치를 정할 뿐입니다."),
+        r"샤딩\s*방식",
+        "배치 위치 (placement); 샤딩 for sharding itself",
+        "규칙은 샤딩 방식을 정할 뿐입니다.",
+        "규칙은 배치 위치를 정할 뿐입니다.",
+    ),
 }
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.S | re.M)
@@ -90,16 +115,21 @@ def prose(text: str) -> str:
 def violations(text: str) -> list[str]:
     """Each listed calque or losing spelling in the prose of ``text``, with what to write instead."""
     text = prose(text)
-    return [f"{name}: {match.group()!r} -> {rule.instead}"
-            for name, rule in RULES.items()
-            for match in re.finditer(rule.pattern, text, re.M)]
+    return [
+        f"{name}: {match.group()!r} -> {rule.instead}"
+        for name, rule in RULES.items()
+        for match in re.finditer(rule.pattern, text, re.M)
+    ]
 
 
 def catalogue_violations(paths) -> list[str]:
-    return [f"{path.stem} {entry.msgctxt}: {v}"
-            for path in paths
-            for entry in polib.pofile(str(path), wrapwidth=0) if entry.msgstr
-            for v in violations(entry.msgstr)]
+    return [
+        f"{path.stem} {entry.msgctxt}: {v}"
+        for path in paths
+        for entry in polib.pofile(str(path), wrapwidth=0)
+        if entry.msgstr
+        for v in violations(entry.msgstr)
+    ]
 
 
 def test_no_catalogue_writes_a_listed_calque_or_a_losing_spelling():
@@ -108,15 +138,23 @@ def test_no_catalogue_writes_a_listed_calque_or_a_losing_spelling():
 
 
 # The Korean written outside the catalogues: the front page, the guides, the error atlas and the hints.
-OTHER_KOREAN = [ROOT / "README.ko.md", ROOT / "docs" / "workshop.ko.md", ROOT / "docs" / "errors.ko.md",
-                ROOT / "tpututor" / "data" / "errors_ko.toml", *sorted((ROOT / "tpututor" / "exercises" / "ko").glob("*.toml"))]
+OTHER_KOREAN = [
+    ROOT / "README.ko.md",
+    ROOT / "docs" / "workshop.ko.md",
+    ROOT / "docs" / "errors.ko.md",
+    ROOT / "tpututor" / "data" / "errors_ko.toml",
+    *sorted((ROOT / "tpututor" / "exercises" / "ko").glob("*.toml")),
+]
 
 
 @pytest.mark.parametrize("path", OTHER_KOREAN, ids=lambda p: p.name)
 def test_the_korean_front_page_guides_atlas_and_hints_follow_the_same_rules(path):
     assert path.exists(), path
-    found = [f"{path.name} line {n}: {v}" for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             for v in violations(line)]
+    found = [
+        f"{path.name} line {n}: {v}"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for v in violations(line)
+    ]
     assert found == [], "write instead:\n" + "\n".join(found)
 
 
@@ -127,7 +165,7 @@ def test_a_calque_planted_in_a_catalogue_is_reported_with_its_fix(tmp_path):
     planted = tmp_path / CATALOGUES[0].name
     po.save(str(planted))
     found = catalogue_violations([planted])
-    assert [v.split(": ", 1)[1].split(":")[0] for v in found] == ["자체의 (for \"X's own\")", "정직한 (for \"honest\")"]
+    assert [v.split(": ", 1)[1].split(":")[0] for v in found] == ['자체의 (for "X\'s own")', '정직한 (for "honest")']
     assert found[0].startswith(f"{planted.stem} {entry.msgctxt}: ") and "공식 가이드" in found[0]
 
 
@@ -159,10 +197,20 @@ def test_the_glossary_fixes_one_form_for_each_term_that_drifted():
     """The terms the review found written two ways: test_translate's glossary test holds every cell to
     these forms; here, that the decisions are in the glossary and a planted other form is flagged."""
     glossary = translate.Glossary.load(ROOT, "ko")
-    decided = {"parameter": "파라미터", "parameters": "파라미터", "assert": "assert", "asserts": "assert",
-               "asserted": "assert", "window": "윈도우", "windows": "윈도우", "scaling-book": "scaling-book",
-               "scaling book": "scaling-book", "in-place": "in-place", "placement": "배치 위치",
-               "placements": "배치 위치"}
+    decided = {
+        "parameter": "파라미터",
+        "parameters": "파라미터",
+        "assert": "assert",
+        "asserts": "assert",
+        "asserted": "assert",
+        "window": "윈도우",
+        "windows": "윈도우",
+        "scaling-book": "scaling-book",
+        "scaling book": "scaling-book",
+        "in-place": "in-place",
+        "placement": "배치 위치",
+        "placements": "배치 위치",
+    }
     assert {term: glossary.terms.get(term) for term in decided} == decided
     assert glossary.violations("one parameter", "매개변수 하나") == ["parameter -> 파라미터"]
     assert glossary.violations("the ratio is asserted", "비율을 단언합니다") == ["asserted -> assert"]

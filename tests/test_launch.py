@@ -10,14 +10,13 @@ import shutil
 
 import pytest
 
-from conftest import CATALOG, LESSON_IDS as IDS, LESSONS, ROOT, run_python
-from tpututor import launch, lessons
-from tpututor import fakes
+from conftest import CATALOG, LESSONS, ROOT, run_python
+from conftest import LESSON_IDS as IDS
+from tpututor import fakes, launch, lessons
 from tpututor_course import catalog, release, stamp
 
 SETTINGS = stamp.settings(ROOT / "pyproject.toml")
 EVERYONE = catalog.by_topic(CATALOG)
-
 
 
 def pins(path):
@@ -51,8 +50,7 @@ def test_every_lesson_has_the_same_setup_cell_and_the_colab_runtime_its_front_ma
     nb = json.loads(lesson.notebook.read_text())
     setup = [c for c in nb["cells"] if "setup" in c.get("metadata", {}).get("tags", [])]
     assert len(setup) == 1
-    assert "".join(setup[0]["source"]) == launch.SETUP_CELL.format(requirement=SETTINGS.requirement,
-                                                                   lesson=lesson.stem)
+    assert "".join(setup[0]["source"]) == launch.SETUP_CELL.format(requirement=SETTINGS.requirement, lesson=lesson.stem)
     if lesson.colab == "cpu":
         assert "accelerator" not in nb["metadata"] and "colab" not in nb["metadata"]
     else:
@@ -66,8 +64,11 @@ def test_the_setup_cell_installs_a_pinned_release_never_a_bare_upgrade():
 
 def test_a_fork_changes_one_line(tmp_path):
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    text = (tmp_path / "pyproject.toml").read_text().replace('repository = "tpututor/tpututor"',
-                                                             'repository = "someone/tpu-fork"')
+    text = (
+        (tmp_path / "pyproject.toml")
+        .read_text()
+        .replace('repository = "tpututor/tpututor"', 'repository = "someone/tpu-fork"')
+    )
     (tmp_path / "pyproject.toml").write_text(text)
     s = stamp.settings(tmp_path / "pyproject.toml")
     block = stamp.badges("00_where_am_i", s)
@@ -97,14 +98,17 @@ def test_readme_lesson_table_is_generated_from_the_lessons():
 PROFILING = next(stem for stem, entry in launch.lessons.table().items() if "xprof" in entry["optional"])
 
 
-@pytest.mark.parametrize("machine, lesson, installed, expected", [
-    ("colab-v5e-1", PROFILING, [], ["xprof==2.24.2", "grain==0.2.18"]),  # only what this lesson imports
-    ("colab-v5e-1", PROFILING, ["xprof", "grain"], None),
-    ("kaggle-v5e-8", PROFILING, [], ["xprof==2.24.2", "grain==0.2.18"]),
-    ("colab-cpu", "00_where_am_i", [], None),  # lesson 00 (where am I running?) imports no add-on
-    ("laptop-cpu", PROFILING, [], None),  # never on your own machine: make lab installed everything
-    ("tpu-vm-v6e-8", PROFILING, [], None),
-])
+@pytest.mark.parametrize(
+    "machine, lesson, installed, expected",
+    [
+        ("colab-v5e-1", PROFILING, [], ["xprof==2.24.2", "grain==0.2.18"]),  # only what this lesson imports
+        ("colab-v5e-1", PROFILING, ["xprof", "grain"], None),
+        ("kaggle-v5e-8", PROFILING, [], ["xprof==2.24.2", "grain==0.2.18"]),
+        ("colab-cpu", "00_where_am_i", [], None),  # lesson 00 (where am I running?) imports no add-on
+        ("laptop-cpu", PROFILING, [], None),  # never on your own machine: make lab installed everything
+        ("tpu-vm-v6e-8", PROFILING, [], None),
+    ],
+)
 def test_install_plan_on_faked_runtimes(fake, machine, lesson, installed, expected):
     plan = launch.install_plan(lesson, fake(machine), installed=installed)
     if expected is None:
@@ -140,12 +144,15 @@ def _plant_broken(root, name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lesson, name", [(lesson, name) for lesson in lessons.names()
-                                          for name in lessons.imports(lesson)])
+@pytest.mark.parametrize(
+    "lesson, name", [(lesson, name) for lesson in lessons.names() for name in lessons.imports(lesson)]
+)
 def test_a_framework_that_fails_to_import_counts_as_missing_for_every_lesson_that_needs_it(tmp_path, lesson, name):
     _plant_broken(tmp_path, name)
-    out = run_python(f"from tpututor import launch; print(launch.lacking({lesson!r}))",
-                     env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    out = run_python(
+        f"from tpututor import launch; print(launch.lacking({lesson!r}))",
+        env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+    )
     lacking = eval(out)  # a dict of names and reasons
     assert name in lacking and "planted: built for another version" in lacking[name]  # (and what builds on it)
 
@@ -157,10 +164,13 @@ def test_a_broken_torch_xla_stops_lesson_04_at_setup_with_a_message_not_a_traceb
     from nbclient.exceptions import CellExecutionError
 
     _plant_broken(tmp_path, "torch_xla")
-    cells = [nbformat.v4.new_code_cell('from tpututor import launch\nlaunch.setup("04_pytorch_xla")'),
-             nbformat.v4.new_code_cell("import torch_xla\nprint('a later cell ran')")]
-    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3",
-                                                                              "display_name": "Python 3"}})
+    cells = [
+        nbformat.v4.new_code_cell('from tpututor import launch\nlaunch.setup("04_pytorch_xla")'),
+        nbformat.v4.new_code_cell("import torch_xla\nprint('a later cell ran')"),
+    ]
+    notebook = nbformat.v4.new_notebook(
+        cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}}
+    )
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")  # the kernel inherits it
     with pytest.raises(CellExecutionError):
         NotebookClient(notebook, timeout=300, kernel_name="python3").execute(cwd=str(ROOT))
@@ -216,4 +226,7 @@ def test_binder_pins_agree_with_the_lock():
     assert binder, "binder/requirements.txt pins nothing"
     for name, version in binder.items():
         assert lock.get(name) == version, f"{name}: {version} in binder, {lock.get(name)} in constraints.txt"
-    assert "torch" not in binder and "pip install --no-cache-dir --no-deps -e ." in (ROOT / "binder" / "postBuild").read_text()
+    assert (
+        "torch" not in binder
+        and "pip install --no-cache-dir --no-deps -e ." in (ROOT / "binder" / "postBuild").read_text()
+    )

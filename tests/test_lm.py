@@ -29,8 +29,10 @@ def one_device():
 
 
 def test_importing_lm_loads_no_framework():
-    out = run_python("import sys, tpututor.lm, tpututor.mfu\n"
-                     "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax', 'grain', 'numpy') if m in sys.modules))")
+    out = run_python(
+        "import sys, tpututor.lm, tpututor.mfu\n"
+        "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax', 'grain', 'numpy') if m in sys.modules))"
+    )
     assert out.strip() == "[]"
 
 
@@ -263,11 +265,11 @@ def test_load_texts_reads_local_files_offline_through_the_hugging_face_path(tmp_
     (tmp_path / "b.txt").write_text("second file\n")
     code = f"""
         from tpututor import lm
-        texts = lm.load_texts("text", data_files={[str(tmp_path / 'a.txt'), str(tmp_path / 'b.txt')]!r},
-                              sample_by="document", cache_dir={str(tmp_path / 'cache')!r})
+        texts = lm.load_texts("text", data_files={[str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]!r},
+                              sample_by="document", cache_dir={str(tmp_path / "cache")!r})
         print(sorted(texts))
         try:
-            lm.load_texts("text", data_files={[str(tmp_path / 'a.txt')]!r}, field="body", cache_dir={str(tmp_path / 'cache')!r})
+            lm.load_texts("text", data_files={[str(tmp_path / "a.txt")]!r}, field="body", cache_dir={str(tmp_path / "cache")!r})
         except KeyError as err:
             print("KeyError", err)
     """
@@ -276,10 +278,28 @@ def test_load_texts_reads_local_files_offline_through_the_hugging_face_path(tmp_
 
 
 def test_a_killed_training_process_resumes_to_the_uninterrupted_loss(tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "xla"),
-           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
-    base = [PYTHON, "-m", "tpututor.lm", "train", "--config", json.dumps(TINY.to_dict()), "--batch", "4",
-            "--schedule-steps", "6", "--corpus-chars", "50000", "--save-every", "2"]
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "xla"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    }
+    base = [
+        PYTHON,
+        "-m",
+        "tpututor.lm",
+        "train",
+        "--config",
+        json.dumps(TINY.to_dict()),
+        "--batch",
+        "4",
+        "--schedule-steps",
+        "6",
+        "--corpus-chars",
+        "50000",
+        "--save-every",
+        "2",
+    ]
 
     def run(*extra):
         out = subprocess.run(base + list(extra), capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
@@ -294,8 +314,9 @@ def test_a_killed_training_process_resumes_to_the_uninterrupted_loss(tmp_path):
 
 
 def test_the_cli_says_how_to_use_it():
-    out = subprocess.run([sys.executable, "-m", "tpututor.lm", "train", "--help"], capture_output=True, text=True,
-                         timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "tpututor.lm", "train", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert out.returncode == 0 and "--ckpt-dir" in out.stdout and "--coordinator" in out.stdout
 
 

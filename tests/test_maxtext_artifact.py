@@ -45,8 +45,11 @@ def test_it_carries_versions_a_date_and_the_machine(record):
     mt = record["versions"]["maxtext_venv"]
     assert mt["python"].startswith("3.12.") and mt["maxtext"] and mt["jax"] and mt["jaxlib"] and mt["transformers"]
     assert "libtpu" in mt and record["versions"]["main_venv"]["transformers"]
-    pins = dict(line.split("==") for line in (ROOT / record["install"]["requirements"]).read_text().splitlines()
-                if line and not line.startswith("#"))
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / record["install"]["requirements"]).read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     assert pins["maxtext"] == mt["maxtext"] and pins["jax"] == mt["jax"], "the record is not of the pinned venv"
     assert f"maxtext=={mt['maxtext']}" in record["install"]["pip_freeze"]
     when = dt.datetime.strptime(record["date_utc"], "%Y-%m-%dT%H:%M:%SZ")
@@ -80,18 +83,28 @@ def test_lesson_13_cites_the_artifact_and_its_figures():
     record = json.loads(ARTIFACT.read_text())
     assert "docs/artifacts/maxtext-cpu-run.json" in row
     by = {c["name"]: c for c in record["commands"]}
-    for figure in (record["date_utc"][:10], f"maxtext {record['versions']['maxtext_venv']['maxtext']}",
-                   f"JAX {record['versions']['maxtext_venv']['jax']}", f"{record['training']['steps']} steps",
-                   f"{record['training']['first_loss']:.3f} to {record['training']['last_loss']:.3f}",
-                   f"in {by['convert']['wall_s']:.0f} s", f"in {by['train']['wall_s']:.0f} s"):
-        assert figure in row, (f"the MaxText row of lesson 13 (bring your own model) does not say {figure!r}, "
-                               "as the record does")
+    for figure in (
+        record["date_utc"][:10],
+        f"maxtext {record['versions']['maxtext_venv']['maxtext']}",
+        f"JAX {record['versions']['maxtext_venv']['jax']}",
+        f"{record['training']['steps']} steps",
+        f"{record['training']['first_loss']:.3f} to {record['training']['last_loss']:.3f}",
+        f"in {by['convert']['wall_s']:.0f} s",
+        f"in {by['train']['wall_s']:.0f} s",
+    ):
+        assert figure in row, (
+            f"the MaxText row of lesson 13 (bring your own model) does not say {figure!r}, as the record does"
+        )
 
 
 def test_the_losses_parser_reads_maxtexts_step_lines():
-    text = ("I1204 metric_logger.py:265] completed step: 0, seconds: 0.067, TFLOP/s/device: 0.001, "
-            "Tokens/s/device: 1923.915, total_weights: 128, loss: 5.548, lm_loss: 5.548, perplexity: 256.7\n") * 2
+    text = (
+        "I1204 metric_logger.py:265] completed step: 0, seconds: 0.067, TFLOP/s/device: 0.001, "
+        "Tokens/s/device: 1923.915, total_weights: 128, loss: 5.548, lm_loss: 5.548, perplexity: 256.7\n"
+    ) * 2
     text += "completed step: 1, seconds: 0.334, TFLOP/s/device: 0.000, total_weights: 128, loss: 5.310, lm_loss: 5.3\n"
-    assert maxtext_run.parse_losses(text) == [{"step": 0, "loss": 5.548, "seconds": 0.067},
-                                              {"step": 1, "loss": 5.31, "seconds": 0.334}]
+    assert maxtext_run.parse_losses(text) == [
+        {"step": 0, "loss": 5.548, "seconds": 0.067},
+        {"step": 1, "loss": 5.31, "seconds": 0.334},
+    ]
     assert re.search(r"maxtext==\d", (ROOT / "binder" / "maxtext-requirements.txt").read_text())

@@ -40,9 +40,14 @@ def test_a_mesh_that_does_not_fit_says_which_shapes_would():
         mesh.make_mesh((4, 2), ("data", "model"), devices=jax.devices()[:4])
 
 
-@pytest.mark.parametrize("shape, names, message", [
-    ((4, 2), ("data",), "2 axes but 1 names"), ((0, 8), ("a", "b"), "positive integers"), ((2.5, 2), ("a", "b"), "positive"),
-])
+@pytest.mark.parametrize(
+    "shape, names, message",
+    [
+        ((4, 2), ("data",), "2 axes but 1 names"),
+        ((0, 8), ("a", "b"), "positive integers"),
+        ((2.5, 2), ("a", "b"), "positive"),
+    ],
+)
 def test_bad_mesh_arguments_are_clear_errors(shape, names, message):
     with pytest.raises(ValueError, match=message):
         mesh.make_mesh(shape, names)
@@ -105,8 +110,11 @@ def _placed(grid, mlp, name):
     params, x, y = mlp
     specs, data = STRATEGIES[name]
     shard = {k: NamedSharding(grid, s) for k, s in specs.items()}
-    return shard, (jax.device_put(params, shard), jax.device_put(x, NamedSharding(grid, data)),
-                   jax.device_put(y, NamedSharding(grid, data)))
+    return shard, (
+        jax.device_put(params, shard),
+        jax.device_put(x, NamedSharding(grid, data)),
+        jax.device_put(y, NamedSharding(grid, data)),
+    )
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
@@ -145,8 +153,11 @@ def test_fully_sharded_gathers_the_weights(grid, mlp):
 def test_shard_map_psum_and_psum_scatter(grid):
     a = jnp.arange(64.0).reshape(8, 8)
     f = jax.jit(jax.shard_map(lambda b: jax.lax.psum(b, "data"), mesh=grid, in_specs=P("data"), out_specs=P()))
-    g = jax.jit(jax.shard_map(lambda b: jax.lax.psum_scatter(b, "data", tiled=True), mesh=grid,
-                              in_specs=P(), out_specs=P("data")))
+    g = jax.jit(
+        jax.shard_map(
+            lambda b: jax.lax.psum_scatter(b, "data", tiled=True), mesh=grid, in_specs=P(), out_specs=P("data")
+        )
+    )
     assert [(c.kind, c.group_size) for c in mesh.collectives(f.lower(a).compile())] == [("all-reduce", 4)]
     rs = mesh.collectives(g.lower(a).compile())
     assert [(c.kind, c.group_size) for c in rs] == [("reduce-scatter", 4)]
@@ -154,14 +165,17 @@ def test_shard_map_psum_and_psum_scatter(grid):
     np.testing.assert_allclose(np.asarray(g(a)), np.asarray(a) * 4)
 
 
-@pytest.mark.parametrize("text, size", [
-    ("all-reduce(%x), replica_groups={{0,1},{2,3}}, to_apply=%add", 2),
-    ("all-reduce(%x), replica_groups=[2,4]<=[8], to_apply=%add", 4),
-    ("all-reduce(%x), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=%add", 2),
-    ("all-reduce(%x), replica_groups=mesh['data'=4,'model'=2] {'data','model'}, to_apply=%add", 8),
-    ("all-reduce(%x), replica_groups=mesh['data'=4,'model'=2] {'model'}, to_apply=%add", 2),
-    ("all-reduce(%x), replica_groups={}, to_apply=%add", None),
-])
+@pytest.mark.parametrize(
+    "text, size",
+    [
+        ("all-reduce(%x), replica_groups={{0,1},{2,3}}, to_apply=%add", 2),
+        ("all-reduce(%x), replica_groups=[2,4]<=[8], to_apply=%add", 4),
+        ("all-reduce(%x), replica_groups=[4,2]<=[2,4]T(1,0), to_apply=%add", 2),
+        ("all-reduce(%x), replica_groups=mesh['data'=4,'model'=2] {'data','model'}, to_apply=%add", 8),
+        ("all-reduce(%x), replica_groups=mesh['data'=4,'model'=2] {'model'}, to_apply=%add", 2),
+        ("all-reduce(%x), replica_groups={}, to_apply=%add", None),
+    ],
+)
 def test_group_sizes_are_read_from_every_replica_group_format(text, size):
     assert mesh._group_size(text, None) == size
 
@@ -257,20 +271,24 @@ def test_large_axes_approach_bytes_over_the_axis_bandwidth():
     assert t == pytest.approx(1e9 / v5e.ici_axis_bandwidth, rel=1e-3)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"kind": "psum"}, "unknown collective 'psum'"),
-    ({"axis_size": 0}, "positive integer"), ({"axis_size": 2.5}, "positive integer"), ({"axis_size": True}, "positive"),
-    ({"axis_size": (4, 2), "wraparound": (True,)}, "one per axis"),
-    ({"wraparound": None}, "one bool"),
-    ({"chip": "H100"}, "NVLink 4, not an ICI torus"),
-    ({"chip": "7x"}, "no per-link ICI figure"),
-    ({"nbytes": -1}, "must not be negative"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"kind": "psum"}, "unknown collective 'psum'"),
+        ({"axis_size": 0}, "positive integer"),
+        ({"axis_size": 2.5}, "positive integer"),
+        ({"axis_size": True}, "positive"),
+        ({"axis_size": (4, 2), "wraparound": (True,)}, "one per axis"),
+        ({"wraparound": None}, "one bool"),
+        ({"chip": "H100"}, "NVLink 4, not an ICI torus"),
+        ({"chip": "7x"}, "no per-link ICI figure"),
+        ({"nbytes": -1}, "must not be negative"),
+    ],
+)
 def test_bad_cost_model_arguments_are_clear_errors(kwargs, message):
     args = {"kind": "all-gather", "nbytes": 1e6, "axis_size": 4, "chip": "v5e", "wraparound": True, **kwargs}
     with pytest.raises(ValueError, match=message):
-        mesh.collective_seconds(args.pop("kind"), args.pop("nbytes"), args.pop("axis_size"), args.pop("chip"),
-                                **args)
+        mesh.collective_seconds(args.pop("kind"), args.pop("nbytes"), args.pop("axis_size"), args.pop("chip"), **args)
 
 
 def test_volume_of_a_reduce_scatter_is_its_unreduced_input_and_results_drop_the_layout():
@@ -283,8 +301,10 @@ def test_volume_of_a_reduce_scatter_is_its_unreduced_input_and_results_drop_the_
 def test_an_all_to_all_costs_a_quarter_of_gathering_the_whole_array_it_reshuffles():
     # scaling-book, sharding.md: an AllToAll on a bidirectional ring costs about a quarter of an AllGather
     # of the same array, where V is the whole array; in HLO each device holds 1/X of it
-    text = ("HloModule m\nENTRY e {\n  p = f32[1024,1024]{1,0} parameter(0)\n"
-            "  ROOT a2a = f32[1024,1024]{1,0} all-to-all(p), replica_groups=[1,4]<=[4], dimensions={0}\n}")
+    text = (
+        "HloModule m\nENTRY e {\n  p = f32[1024,1024]{1,0} parameter(0)\n"
+        "  ROOT a2a = f32[1024,1024]{1,0} all-to-all(p), replica_groups=[1,4]<=[4], dimensions={0}\n}"
+    )
     (a2a,) = mesh.collectives(text)
     assert (a2a.kind, a2a.group_size, a2a.bytes) == ("all-to-all", 4, 4 * 2**20)
     assert a2a.volume == 4 * a2a.bytes  # the whole array, not one device's buffer
@@ -330,12 +350,21 @@ def test_collective_table_uses_the_wraparound_of_whole_cubes_and_of_sixteen_chip
     found = [mesh.Collective("all-gather", "ag", "bf16[1024,4096]", v, 16, 15 / 16 * v)]
     on_cube = float(_cell(mesh.collective_table(found, chips=("v4",), slices={"v4": (4, 4, 4)}), "TPU v4 µs"))
     assert on_cube * 1e-6 == pytest.approx(46e-6, rel=0.2)
-    assert on_cube == pytest.approx(mesh.collective_seconds("all-gather", v, (4, 4), "v4", wraparound=True) * 1e6,
-                                    abs=0.01)
+    assert on_cube == pytest.approx(
+        mesh.collective_seconds("all-gather", v, (4, 4), "v4", wraparound=True) * 1e6, abs=0.01
+    )
     # a v5e 8x16 wraps along its 16-chip axis only: a group of 16 there gets W = 9e10, one of 8 gets 4.5e10
-    on_v5e = {n: float(_cell(mesh.collective_table(
-        [mesh.Collective("all-gather", "ag", "bf16[x]", v, n, 0.0)], chips=("v5e",), slices={"v5e": (8, 16)}),
-        "TPU v5e µs")) for n in (8, 16)}
+    on_v5e = {
+        n: float(
+            _cell(
+                mesh.collective_table(
+                    [mesh.Collective("all-gather", "ag", "bf16[x]", v, n, 0.0)], chips=("v5e",), slices={"v5e": (8, 16)}
+                ),
+                "TPU v5e µs",
+            )
+        )
+        for n in (8, 16)
+    }
     assert on_v5e[16] == pytest.approx(15 / 16 * v / 9e10 * 1e6, abs=0.01)
     assert on_v5e[8] == pytest.approx(7 / 8 * v / 4.5e10 * 1e6, abs=0.01)
 

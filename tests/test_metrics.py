@@ -14,8 +14,11 @@ class FakeMet:
     """The parts of torch_xla.debug.metrics that tpututor.metrics reads."""
 
     def __init__(self):
-        self.metrics = {"CompileTime": (2, 3_000_000_000.0, ()), "ExecuteTime": (5, 50_000_000.0, ()),
-                        "TransferToDeviceTime": (3, 1_000_000.0, ())}
+        self.metrics = {
+            "CompileTime": (2, 3_000_000_000.0, ()),
+            "ExecuteTime": (5, 50_000_000.0, ()),
+            "TransferToDeviceTime": (3, 1_000_000.0, ()),
+        }
         self.counters = {"CachedCompile": 4, "MarkStep": 5, "aten::_local_scalar_dense": 2, "xla::add": 9}
 
     def metric_data(self, name):
@@ -79,7 +82,8 @@ def test_table_has_a_row_per_label():
 
 @pytest.mark.slow
 def test_real_torch_xla_counts_compiles_executions_and_fallbacks():
-    out = run_python("""
+    out = run_python(
+        """
         import json, torch, torch_xla
         from tpututor import metrics
         d = torch_xla.device()
@@ -101,7 +105,9 @@ def test_real_torch_xla_counts_compiles_executions_and_fallbacks():
         print(json.dumps({k: v.row() | {"unexpected": v.unexpected_fallbacks}
                           for k, v in dict(lazy=lazy, first=first, again=again, fallback=fallback,
                                            queued=queued).items()}))
-    """, env={"PJRT_DEVICE": "CPU"})
+    """,
+        env={"PJRT_DEVICE": "CPU"},
+    )
     rows = json.loads(out.strip().splitlines()[-1])
     assert rows["lazy"]["compiles"] == 0 and rows["lazy"]["executions"] == 0
     assert rows["first"]["compiles"] == 1 and rows["first"]["executions"] == 1

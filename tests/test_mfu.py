@@ -49,7 +49,9 @@ def test_the_compiler_counts_more_than_the_model_but_less_than_twice():
     tx = lm.optimizer(1e-3, 10)
     grid = lm.make_mesh(devices=jax.devices()[:1])
     tok = jax.ShapeDtypeStruct((4, cfg.seq_len), jnp.int32)
-    compiled = lm.make_train_step(cfg, tx, grid).lower(lm.abstract_state(cfg, tx), {"inputs": tok, "targets": tok}).compile()
+    compiled = (
+        lm.make_train_step(cfg, tx, grid).lower(lm.abstract_state(cfg, tx), {"inputs": tok, "targets": tok}).compile()
+    )
     model = mfu.flops_per_step(cfg, 4)
     assert model < mfu.xla_flops(compiled) < 2 * model
 
@@ -121,7 +123,10 @@ def test_non_causal_flops_match_palms_appendix_b_formula():
     # PaLM (Chowdhery et al. 2022), Appendix B: training FLOPs per token 6N + 12·L·H·Q·T (H heads of size Q).
     for d, heads, layers, ff, seq in ((64, 4, 2, 256, 64), (2048, 16, 24, 8192, 2048)):
         cfg = SimpleNamespace(d_model=d, n_layers=layers, d_ff=ff, vocab=128, seq_len=seq)
-        assert mfu.flops_per_token(cfg, causal=False) == 6 * mfu.matmul_params(cfg) + 12 * layers * heads * (d // heads) * seq
+        assert (
+            mfu.flops_per_token(cfg, causal=False)
+            == 6 * mfu.matmul_params(cfg) + 12 * layers * heads * (d // heads) * seq
+        )
 
 
 def test_attention_costs_as_much_as_the_layers_matmuls_at_six_times_d_model():

@@ -16,17 +16,32 @@ from flax import nnx  # noqa: E402
 
 from tpututor.models import checkpoint, llama  # noqa: E402
 
-SHAPE = dict(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-             intermediate_size=128, max_position_embeddings=512)
+SHAPE = dict(
+    vocab_size=256,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    max_position_embeddings=512,
+)
 
 
-def tiny(family: str, directory) -> "torch.nn.Module":
+def tiny(family: str, directory) -> torch.nn.Module:
     """A tiny random Hugging Face model of ``family``, norms and biases moved off their defaults so that
     a conversion that skipped them would show, written with save_pretrained."""
     if family == "llama":  # with Llama 3's RoPE scaling, short wavelengths and long both in play
-        config = transformers.LlamaConfig(**SHAPE, rope_theta=500000.0, rope_scaling={
-            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 64})
+        config = transformers.LlamaConfig(
+            **SHAPE,
+            rope_theta=500000.0,
+            rope_scaling={
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+        )
         model = transformers.LlamaForCausalLM(config)
     elif family == "qwen2":  # q/k/v biases, tied embeddings
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**SHAPE, tie_word_embeddings=True))
@@ -115,13 +130,18 @@ def test_keeping_activations_split_by_batch_shrinks_an_fsdp_steps_memory():
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     mesh = Mesh(np.array(jax.devices()[:8]), ("fsdp",))
-    cfg = llama.Config(vocab=128, d_model=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, d_ff=256,
-                       dtype="bfloat16")
+    cfg = llama.Config(
+        vocab=128, d_model=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, d_ff=256, dtype="bfloat16"
+    )
     graph, state = nnx.split(nnx.eval_shape(lambda: llama.Llama(cfg, nnx.Rngs(0))))
     rules = {"embed": "fsdp"}
     specs = llama.logical_to_mesh(nnx.merge(graph, state), rules)
-    placed = jax.tree.map(lambda v, s: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=NamedSharding(mesh, s)),
-                          state, specs, is_leaf=lambda x: isinstance(x, nnx.Variable))
+    placed = jax.tree.map(
+        lambda v, s: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=NamedSharding(mesh, s)),
+        state,
+        specs,
+        is_leaf=lambda x: isinstance(x, nnx.Variable),
+    )
     rows = NamedSharding(mesh, PartitionSpec("fsdp"))
     tokens = jax.ShapeDtypeStruct((8, 129), jnp.int32, sharding=rows)
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import ast
 import json
 import re
-import tomllib
 
 import jupytext
 import nbformat
 import pytest
+import tomllib
 
-from conftest import CATALOG, EXECUTIONS, LESSON_IDS as IDS, LESSONS, ROOT
+from conftest import CATALOG, EXECUTIONS, LESSONS, ROOT
+from conftest import LESSON_IDS as IDS
 from tpututor import exercises
 from tpututor_course import reference, runner, student
 
@@ -93,13 +94,15 @@ def test_every_exercise_is_an_answer_cell_then_one_check(md):
     nb, _ = read_pair(md)
     pairs = student.exercises(nb)
     assert len(pairs) >= 2, "at least two exercises, each an answer cell tagged solution and its check"
-    for solution, check_cell in pairs:
+    for _solution, check_cell in pairs:
         assert len(CHECK_CALL.findall(check_cell.source)) == 1, (
-            f"the cell after a solution holds exactly one check: {check_cell.source[:80]!r}")
+            f"the cell after a solution holds exactly one check: {check_cell.source[:80]!r}"
+        )
     solutions = [c for c in nb.cells if "solution" in tags(c)]
     assert len(solutions) == len(pairs)
-    checks_elsewhere = [c for c in nb.cells if c.cell_type == "code" and CHECK_CALL.search(c.source)
-                        and c not in [p[1] for p in pairs]]
+    checks_elsewhere = [
+        c for c in nb.cells if c.cell_type == "code" and CHECK_CALL.search(c.source) and c not in [p[1] for p in pairs]
+    ]
     assert not checks_elsewhere, "a check call outside an exercise's check cell"
 
 
@@ -124,15 +127,20 @@ def test_reference_for_stable_cells_matches_the_lesson(md):
     assert ref.exists(), f"no {ref.relative_to(ROOT)}: run make reference"
     lesson = runner.with_answers(jupytext.read(md), md.stem)  # executed as CI runs it: worked answers in
     assert cell_sources(nbformat.read(ref, as_version=4)) == cell_sources(lesson), (
-        f"{ref.name} is older than the lesson: run make reference")
+        f"{ref.name} is older than the lesson: run make reference"
+    )
     assert all(c.outputs for c in reference.stable_cells(nbformat.read(ref, as_version=4))), (
-        "every stable cell has a reference output")
+        "every stable cell has a reference output"
+    )
 
 
 def test_stable_outputs_compare_what_a_cell_prints_not_its_progress_bars():
     def cell(*outputs):
-        return nbformat.v4.new_code_cell("check.that(...)", metadata={"tags": [reference.STABLE_TAG]},
-                                         outputs=[nbformat.v4.new_output("stream", name=n, text=x) for n, x in outputs])
+        return nbformat.v4.new_code_cell(
+            "check.that(...)",
+            metadata={"tags": [reference.STABLE_TAG]},
+            outputs=[nbformat.v4.new_output("stream", name=n, text=x) for n, x in outputs],
+        )
 
     def nb(c):
         return nbformat.v4.new_notebook(cells=[c])
@@ -175,7 +183,7 @@ def rehearsal_verdicts(result) -> tuple[list[dict], int]:
     nb = nbformat.read(result.output, as_version=4)
     marked = [ln for ln in lines_of(nb, rehearsal=True) if ln.startswith(student.REHEARSAL_MARK)]
     assert len(marked) == 1, "the rehearsal cell ran"
-    return json.loads(marked[0][len(student.REHEARSAL_MARK):]), len(student.exercises(nb))
+    return json.loads(marked[0][len(student.REHEARSAL_MARK) :]), len(student.exercises(nb))
 
 
 @pytest.mark.lessons
@@ -210,7 +218,8 @@ def test_a_lesson_with_hidden_answers_shows_only_stubs_and_keeps_two_wrong_answe
             entry = known[exercises.id_in(check_cell.source)]
             assert solution.source.strip() == student.stub_source(entry.solution, entry.id).strip(), (
                 f"{path.name}: the answer cell of {entry.id} is not the stub of its worked answer: "
-                f"{solution.source[:120]!r}")
+                f"{solution.source[:120]!r}"
+            )
     for entry in exercises.for_lesson(stem).values():
         assert len(entry.wrong) >= 2 and entry.hints, f"{entry.id}: two wrong answers and a hint at least"
 
@@ -235,7 +244,7 @@ def _mentions(text: str):
         start, numbers = m.start(1), [(m.group(1), m.start(1))]
         pos = m.end(1)
         while True:
-            chunk = text[pos:pos + 160]
+            chunk = text[pos : pos + 160]
             nxt = NEXT_NUMBER.search(chunk)
             stop = re.search(r"[.;:!?](\s|$)|\n\n", chunk)
             if nxt and (not stop or nxt.start() < stop.start()) and nxt.start() < 80:
@@ -277,11 +286,16 @@ def test_every_lesson_reference_by_number_names_that_lessons_topic():
     for path in _reference_files():
         for number, words in _mentions(path.read_text()):
             lesson = by_number.get(number)
-            names = ([lesson.title, lesson.title.split(":")[0], lesson.topic.replace("_", " "), *lesson.aliases]
-                     if lesson else [])
+            names = (
+                [lesson.title, lesson.title.split(":")[0], lesson.topic.replace("_", " "), *lesson.aliases]
+                if lesson
+                else []
+            )
             if not any(name.lower() in words.lower() for name in names):
-                stale.append(f"{path.relative_to(ROOT)}: 'lesson {number}{words[2:60]}' does not name "
-                             + (f"{lesson.heading} (say which, or add an alias)" if lesson else "any lesson"))
+                stale.append(
+                    f"{path.relative_to(ROOT)}: 'lesson {number}{words[2:60]}' does not name "
+                    + (f"{lesson.heading} (say which, or add an alias)" if lesson else "any lesson")
+                )
     assert not stale, "\n".join(stale)
 
 
@@ -296,10 +310,15 @@ def test_every_not_checked_here_note_is_sourced_and_dated_or_points_at_a_measure
     text = md.read_text()
     for label in re.findall(r"\*\*On an? [^*]*\(not checked here\)[^*]*\*\*", text):
         assert re.fullmatch(rf"\*\*On an? ({NOTE_KINDS}) \(not checked here\):\*\*", label), (
-            f"{md.name}: {label!r} is not the course's note label")
-    for kind, body in NOTE.findall(text):
+            f"{md.name}: {label!r} is not the course's note label"
+        )
+    for _kind, body in NOTE.findall(text):
         body = " ".join(line.lstrip("> ") for line in body.splitlines())
         measured = MEASURED.search(body)
-        assert SOURCED.search(body) or measured, f"{md.name}: a note with no 'Source: [..](url), read DATE.': {body[:120]}"
+        assert SOURCED.search(body) or measured, (
+            f"{md.name}: a note with no 'Source: [..](url), read DATE.': {body[:120]}"
+        )
         if measured:
-            assert (md.parent / measured.group(1)).resolve().exists(), f"{md.name}: {measured.group(1)} is not committed"
+            assert (md.parent / measured.group(1)).resolve().exists(), (
+                f"{md.name}: {measured.group(1)} is not committed"
+            )

@@ -12,8 +12,14 @@ from tpututor import run_profile as profile
 
 HEAVY = ("jax", "jaxlib", "tensorflow", "torch", "torch_xla", "numpy", "matplotlib", "papermill")
 # Modules that exist to use a framework and import it at their top, like any reader expects.
-FRAMEWORK_MODULES = ("tpututor.aot", "tpututor.models.llama", "tpututor.models.checkpoint", "tpututor.serving.prefix",
-                     "tpututor.serving.speculative", "tpututor.serving.kvquant")
+FRAMEWORK_MODULES = (
+    "tpututor.aot",
+    "tpututor.models.llama",
+    "tpututor.models.checkpoint",
+    "tpututor.serving.prefix",
+    "tpututor.serving.speculative",
+    "tpututor.serving.kvquant",
+)
 
 
 def test_import_tpututor_imports_no_framework():
@@ -76,32 +82,45 @@ def test_no_module_reaches_into_another_modules_private_names():
             if isinstance(node, ast.ImportFrom) and node.module is not None:
                 private = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]
                 assert not private, f"{path.name} imports {private} from {node.module}"
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.startswith("_") \
-                    and not node.attr.startswith("__") and node.value.id in {"hlo", "runtime", "hardware", "mesh",
-                                                                           "bench", "check", "cost", "launch"}:
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.value.id in {"hlo", "runtime", "hardware", "mesh", "bench", "check", "cost", "launch"}
+            ):
                 raise AssertionError(f"{path.name} uses {node.value.id}.{node.attr}")
 
 
 def test_every_data_file_in_the_package_is_named_by_package_data_so_a_real_install_carries_it():
     import fnmatch
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     import tpututor
 
     package = Path(tpututor.__file__).parent
-    patterns = tomllib.loads((package.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["tpututor"]
-    data = [p.relative_to(package).as_posix() for p in package.rglob("*")
-            if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts]
+    patterns = tomllib.loads((package.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "tpututor"
+    ]
+    data = [
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+    ]
     assert data, "the package has data files (the lesson table, the site's static files)"
     # setuptools' "*" does not cross a "/"; fnmatch's does, so compare part counts too
-    missing = [f for f in data if not any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)]
+    missing = [
+        f for f in data if not any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)
+    ]
     assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
 
 
 def test_importtime_shows_no_framework():
-    out = subprocess.run([PYTHON, "-X", "importtime", "-c", "import tpututor"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [PYTHON, "-X", "importtime", "-c", "import tpututor"], capture_output=True, text=True, timeout=60
+    )
     modules = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
     assert not modules & set(HEAVY)
 
@@ -174,11 +193,9 @@ def test_a_stub_wrapped_by_jit_or_functools_counts_as_not_attempted():
     import jax
 
     @jax.jit
-    def jitted_stub(x):
-        ...
+    def jitted_stub(x): ...
 
-    def stub(x):
-        ...
+    def stub(x): ...
 
     @functools.wraps(stub)
     def wrapper(*args):

@@ -87,9 +87,14 @@ def test_the_text_says_state_only_and_what_is_left_for_activations():
     assert "DP: does NOT fit" in text
 
 
-@pytest.mark.parametrize("chip, chips, name, counts", [("v5p", 256, "v5p-512", "TensorCores, two per chip"),
-                                                       ("v6e", 64, "v6e-64", "v6e names count chips"),
-                                                       ("v5e", 16, "v5litepod-16", "v5e names count chips")])
+@pytest.mark.parametrize(
+    "chip, chips, name, counts",
+    [
+        ("v5p", 256, "v5p-512", "TensorCores, two per chip"),
+        ("v6e", 64, "v6e-64", "v6e names count chips"),
+        ("v5e", 16, "v5litepod-16", "v5e names count chips"),
+    ],
+)
 def test_the_plan_names_the_slice_so_chips_and_tensorcores_are_not_confused(chip, chips, name, counts):
     p = plan.plan(1e9, 1e10, chip, chips)
     assert p.slice_name == name and cost.chips_in(name) == chips
@@ -131,22 +136,45 @@ def test_your_price_replaces_the_table_and_a_missing_row_says_how_to_pass_one():
 def test_every_assumption_is_listed_with_the_result():
     p = plan.plan(8e9, 1e12, "v5p", 256, 0.4)
     text = " ".join(p.assumptions)
-    for needle in ("6 x parameters x tokens", "MFU 40%", "bytes per parameter", "FSDP", "activations",
-                   "HBM 95.0 GiB", "perfect scaling", "cost =", "READY", "256 means chips", "v5p-512", "quota"):
+    for needle in (
+        "6 x parameters x tokens",
+        "MFU 40%",
+        "bytes per parameter",
+        "FSDP",
+        "activations",
+        "HBM 95.0 GiB",
+        "perfect scaling",
+        "cost =",
+        "READY",
+        "256 means chips",
+        "v5p-512",
+        "quota",
+    ):
         assert needle in text, needle
     assert p.to_dict()["assumptions"] == p.assumptions
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(params=0), "params must be a positive number"), (dict(params=-8e9), "for example 8e9"),
-    (dict(tokens=float("nan")), "tokens must be a positive number"), (dict(chips=0), "positive whole number"),
-    (dict(chips=2.5), "positive whole number"), (dict(mfu=0), "fraction in"), (dict(mfu=40), "0.4 for 40%"),
-    (dict(chip="v9"), "unknown chip 'v9': use one of"), (dict(chip="T4"), "no bf16 peak"),
-    (dict(region="mars-north1"), "choose one of those or pass price_per_chip_hour="),
-    (dict(grad_bytes=-1), "non-negative number of bytes"), (dict(price_per_chip_hour=-2), "price_per_chip_hour must"),
-    (dict(params=1e30), "outside any real training run"), (dict(tokens=1e3), "a million to 10 quadrillion tokens"),
-    (dict(chips=10**7), "1 to 200,000 chips"), (dict(batch=0), "batch must be a positive whole number"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(params=0), "params must be a positive number"),
+        (dict(params=-8e9), "for example 8e9"),
+        (dict(tokens=float("nan")), "tokens must be a positive number"),
+        (dict(chips=0), "positive whole number"),
+        (dict(chips=2.5), "positive whole number"),
+        (dict(mfu=0), "fraction in"),
+        (dict(mfu=40), "0.4 for 40%"),
+        (dict(chip="v9"), "unknown chip 'v9': use one of"),
+        (dict(chip="T4"), "no bf16 peak"),
+        (dict(region="mars-north1"), "choose one of those or pass price_per_chip_hour="),
+        (dict(grad_bytes=-1), "non-negative number of bytes"),
+        (dict(price_per_chip_hour=-2), "price_per_chip_hour must"),
+        (dict(params=1e30), "outside any real training run"),
+        (dict(tokens=1e3), "a million to 10 quadrillion tokens"),
+        (dict(chips=10**7), "1 to 200,000 chips"),
+        (dict(batch=0), "batch must be a positive whole number"),
+    ],
+)
 def test_bad_arguments_are_clear_errors_naming_the_fix(kwargs, message):
     args = dict(params=8e9, tokens=1e12, chip="v5p", chips=256, mfu=0.4)
     args.update(kwargs)
@@ -167,8 +195,16 @@ def test_transformer_params_counts_a_plain_mlp_and_tied_embeddings():
 def test_the_cli_prints_memory_time_cost_and_assumptions(capsys):
     assert cli.main(["plan", "--params", "8e9", "--tokens", "1e12", "--chip", "v5p", "--chips", "256"]) == 0
     out = capsys.readouterr().out
-    for needle in ("memory per chip (GiB)", "FSDP", "fits? (state only)", "days", "on demand $4.20/chip-h", "spot",
-                   "assumptions:", "v5p-512"):
+    for needle in (
+        "memory per chip (GiB)",
+        "FSDP",
+        "fits? (state only)",
+        "days",
+        "on demand $4.20/chip-h",
+        "spot",
+        "assumptions:",
+        "v5p-512",
+    ):
         assert needle in out, needle
 
 
@@ -179,25 +215,52 @@ def test_the_cli_defaults_to_16_bytes_per_parameter(capsys):
 
 
 def test_the_cli_json_reproduces_the_scaling_book_llama_run(capsys):
-    assert cli.main(["plan", "--params", "70e9", "--tokens", "15e12", "--chip", "v5p", "--chips", "8960",
-                     "--mfu", "0.4", "--param-bytes", "2", "--grad-bytes", "0", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "plan",
+                "--params",
+                "70e9",
+                "--tokens",
+                "15e12",
+                "--chip",
+                "v5p",
+                "--chips",
+                "8960",
+                "--mfu",
+                "0.4",
+                "--param-bytes",
+                "2",
+                "--grad-bytes",
+                "0",
+                "--json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["seconds"] == pytest.approx(3.8e6, rel=0.01) and round(doc["days"]) == 44
     assert doc["memory_per_chip"]["DP"]["params_bytes"] == 140e9
     assert doc["cost_usd"]["on_demand"] == pytest.approx(doc["chip_hours"] * 4.20)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--params", "abc"], "--params must be a positive number like 8e9"),
-    (["--chips", "0"], "must be a positive whole number"),
-    (["--mfu", "40"], "--mfu is a fraction in (0, 1]"),
-    (["--chip", "v9"], "unknown chip 'v9'"),
-    (["--region", "mars-north1"], "no prices for region 'mars-north1'"),
-    (["--optimizer-bytes", "-4"], "bytes per parameter must be a number >= 0"),
-    (["--params", "1e30"], "params = 1e+30 is outside any real training run (100 thousand to 10 trillion parameters)"),
-    (["--tokens", "1e20"], "a million to 10 quadrillion tokens"),
-    (["--chips", "10000000"], "1 to 200,000 chips"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--params", "abc"], "--params must be a positive number like 8e9"),
+        (["--chips", "0"], "must be a positive whole number"),
+        (["--mfu", "40"], "--mfu is a fraction in (0, 1]"),
+        (["--chip", "v9"], "unknown chip 'v9'"),
+        (["--region", "mars-north1"], "no prices for region 'mars-north1'"),
+        (["--optimizer-bytes", "-4"], "bytes per parameter must be a number >= 0"),
+        (
+            ["--params", "1e30"],
+            "params = 1e+30 is outside any real training run (100 thousand to 10 trillion parameters)",
+        ),
+        (["--tokens", "1e20"], "a million to 10 quadrillion tokens"),
+        (["--chips", "10000000"], "1 to 200,000 chips"),
+    ],
+)
 def test_bad_cli_arguments_exit_2_with_the_fix(argv, message, capsys):
     base = {"--params": "8e9", "--tokens": "1e12", "--chip": "v5p", "--chips": "256"}
     base.update(dict(zip(argv[::2], argv[1::2])))
@@ -233,7 +296,9 @@ def test_a_type_the_zone_lacks_is_an_error_naming_zones_that_offer_it():
 def test_a_spot_vm_without_durable_checkpoints_is_flagged():
     spot = {"acceleratorType": "v5litepod-8", "schedulingConfig": {"spot": True}}
     assert [f.level for f in plan.review(spot, "us-central1-a") if f.check == "spot"] == ["error"]
-    assert [f.level for f in plan.review(spot, "us-central1-a", checkpoint_uri="/tmp/ckpt") if f.check == "spot"] == ["warning"]
+    assert [f.level for f in plan.review(spot, "us-central1-a", checkpoint_uri="/tmp/ckpt") if f.check == "spot"] == [
+        "warning"
+    ]
     assert not [f for f in plan.review(spot, "us-central1-a", checkpoint_uri="gs://b/run") if f.check == "spot"]
 
 
@@ -245,14 +310,24 @@ def test_tpu7x_and_nonsense_types_are_errors_and_unknown_zones_a_warning():
 
 
 CLOUD = "https://www.googleapis.com/auth/cloud-platform"
-TIGHT = {"acceleratorType": "v5litepod-8", "networkConfig": {"enableExternalIps": False},
-         "serviceAccount": {"email": "job@p.iam.gserviceaccount.com", "scope": [CLOUD]},
-         "metadata": {"enable-oslogin": "TRUE"}, "shieldedInstanceConfig": {"enableSecureBoot": True}}
+TIGHT = {
+    "acceleratorType": "v5litepod-8",
+    "networkConfig": {"enableExternalIps": False},
+    "serviceAccount": {"email": "job@p.iam.gserviceaccount.com", "scope": [CLOUD]},
+    "metadata": {"enable-oslogin": "TRUE"},
+    "shieldedInstanceConfig": {"enableSecureBoot": True},
+}
 
 
 def test_security_defaults_are_warnings_and_a_locked_down_request_has_only_notes():
-    loose = plan.review({"acceleratorType": "v5litepod-8", "networkConfig": {"enableExternalIps": True},
-                         "serviceAccount": {"email": "default", "scope": [CLOUD]}}, "us-central1-a")
+    loose = plan.review(
+        {
+            "acceleratorType": "v5litepod-8",
+            "networkConfig": {"enableExternalIps": True},
+            "serviceAccount": {"email": "default", "scope": [CLOUD]},
+        },
+        "us-central1-a",
+    )
     assert {f.check for f in loose} == {"external IP", "service account", "scopes", "OS Login", "secure boot"}
     assert all(f.level == "warning" for f in loose)
     assert "roles/iam.serviceAccountUser" in [f for f in loose if f.check == "service account"][0].fix
@@ -261,8 +336,10 @@ def test_security_defaults_are_warnings_and_a_locked_down_request_has_only_notes
     assert "Private Google Access" in found[0].message and "Cloud NAT" in found[0].message
 
 
-@pytest.mark.parametrize("account", [{"email": "1234-compute@developer.gserviceaccount.com", "scope": [CLOUD]},
-                                     {"email": "", "scope": []}, {}])
+@pytest.mark.parametrize(
+    "account",
+    [{"email": "1234-compute@developer.gserviceaccount.com", "scope": [CLOUD]}, {"email": "", "scope": []}, {}],
+)
 def test_the_default_compute_account_with_a_broad_or_empty_scope_is_flagged(account):
     request = {**TIGHT, "serviceAccount": account}
     assert {"service account", "scopes"} <= {f.check for f in plan.review(request, "us-central1-a")}
@@ -276,8 +353,10 @@ def test_spot_needs_preemptible_quota_and_errors_come_before_warnings_and_notes(
 
 
 def test_a_queued_resources_spot_tier_counts_as_spot():
-    qr = {"tpu": {"nodeSpec": [{"parent": "p", "nodeId": "n", "node": dict(TIGHT, acceleratorType="v5litepod-16")}]},
-          "spot": {}}
+    qr = {
+        "tpu": {"nodeSpec": [{"parent": "p", "nodeId": "n", "node": dict(TIGHT, acceleratorType="v5litepod-16")}]},
+        "spot": {},
+    }
     assert [f.check for f in plan.review(qr, "us-central1-a") if f.level == "error"] == ["spot"]
     assert not [f for f in plan.review(qr, "us-central1-a", checkpoint_uri="gs://b/r") if f.level != "note"]
     on_demand = {k: v for k, v in qr.items() if k != "spot"}
@@ -286,14 +365,25 @@ def test_a_queued_resources_spot_tier_counts_as_spot():
 
 def test_review_reads_the_official_clients_node_and_queued_resource_too():
     tpu_v2 = pytest.importorskip("google.cloud.tpu_v2")
-    node = tpu_v2.Node(accelerator_type="v6e-8", scheduling_config=tpu_v2.SchedulingConfig(spot=True),
-                       metadata={"enable-oslogin": "TRUE"},
-                       service_account=tpu_v2.ServiceAccount(email="job@p.iam.gserviceaccount.com"),
-                       shielded_instance_config=tpu_v2.ShieldedInstanceConfig(enable_secure_boot=True))
+    node = tpu_v2.Node(
+        accelerator_type="v6e-8",
+        scheduling_config=tpu_v2.SchedulingConfig(spot=True),
+        metadata={"enable-oslogin": "TRUE"},
+        service_account=tpu_v2.ServiceAccount(email="job@p.iam.gserviceaccount.com"),
+        shielded_instance_config=tpu_v2.ShieldedInstanceConfig(enable_secure_boot=True),
+    )
     assert [f.check for f in plan.review(node, "us-central1-a") if f.level == "error"] == ["zone", "spot"]
     assert "secure boot" not in {f.check for f in plan.review(node, "us-central1-a")}
-    qr = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
-        parent="p", node_id="n", node=tpu_v2.Node(accelerator_type="v5litepod-16"))]), spot=tpu_v2.QueuedResource.Spot())
+    qr = tpu_v2.QueuedResource(
+        tpu=tpu_v2.QueuedResource.Tpu(
+            node_spec=[
+                tpu_v2.QueuedResource.Tpu.NodeSpec(
+                    parent="p", node_id="n", node=tpu_v2.Node(accelerator_type="v5litepod-16")
+                )
+            ]
+        ),
+        spot=tpu_v2.QueuedResource.Spot(),
+    )
     assert "spot" in [f.check for f in plan.review(qr, "us-central1-a") if f.level == "error"]
     qr_od = tpu_v2.QueuedResource(tpu=qr.tpu)
     assert "spot" not in [f.check for f in plan.review(qr_od, "us-central1-a")]
@@ -308,14 +398,37 @@ EAST5 = "projects/p/locations/us-east5-a/nodes/"
 def test_forgotten_finds_old_ready_nodes_skips_kept_and_stopped_ones_and_prices_them_where_they_run():
     now = datetime(2026, 12, 7, 6, tzinfo=timezone.utc)
     nodes = [
-        {"name": EAST5 + "weekend", "acceleratorType": "v6e-16", "state": "READY", "createTime": "2026-12-04T18:00:00Z"},
-        {"name": EAST5 + "kept", "acceleratorType": "v6e-8", "state": "READY", "labels": {"keep": "true"},
-         "createTime": "2026-11-01T00:00:00Z"},
-        {"name": EAST5 + "stopped", "acceleratorType": "v6e-8", "state": "STOPPED", "createTime": "2026-11-01T00:00:00Z"},
-        {"name": EAST5 + "fresh", "acceleratorType": "v6e-8", "state": "READY",
-         "createTime": (now - timedelta(hours=2)).isoformat()},
-        {"name": "projects/p/locations/us-central2-b/nodes/old-v4", "acceleratorType": "v4-8", "state": "READY",
-         "createTime": "2026-12-06T00:00:00Z"},
+        {
+            "name": EAST5 + "weekend",
+            "acceleratorType": "v6e-16",
+            "state": "READY",
+            "createTime": "2026-12-04T18:00:00Z",
+        },
+        {
+            "name": EAST5 + "kept",
+            "acceleratorType": "v6e-8",
+            "state": "READY",
+            "labels": {"keep": "true"},
+            "createTime": "2026-11-01T00:00:00Z",
+        },
+        {
+            "name": EAST5 + "stopped",
+            "acceleratorType": "v6e-8",
+            "state": "STOPPED",
+            "createTime": "2026-11-01T00:00:00Z",
+        },
+        {
+            "name": EAST5 + "fresh",
+            "acceleratorType": "v6e-8",
+            "state": "READY",
+            "createTime": (now - timedelta(hours=2)).isoformat(),
+        },
+        {
+            "name": "projects/p/locations/us-central2-b/nodes/old-v4",
+            "acceleratorType": "v4-8",
+            "state": "READY",
+            "createTime": "2026-12-06T00:00:00Z",
+        },
     ]
     found = plan.forgotten(nodes, now, max_hours=12)
     assert [f.name.rsplit("/", 1)[-1] for f in found] == ["weekend", "old-v4"]
@@ -331,8 +444,12 @@ def test_forgotten_finds_old_ready_nodes_skips_kept_and_stopped_ones_and_prices_
 
 def test_forgotten_says_so_when_it_prices_a_node_outside_its_region():
     now = datetime(2026, 12, 7, 6, tzinfo=timezone.utc)
-    node = {"name": "projects/p/locations/us-west4-a/nodes/x", "acceleratorType": "v5litepod-8", "state": "READY",
-            "createTime": "2026-12-06T06:00:00Z"}
+    node = {
+        "name": "projects/p/locations/us-west4-a/nodes/x",
+        "acceleratorType": "v5litepod-8",
+        "state": "READY",
+        "createTime": "2026-12-06T06:00:00Z",
+    }
     assert plan.forgotten([node], now)[0].cost_usd is None
     priced = plan.forgotten([node], now, fallback_region="us-central1")[0]
     assert priced.cost_usd == pytest.approx(8 * 24 * cost.price("v5e", "us-central1").on_demand_usd)
@@ -383,20 +500,26 @@ def test_lm_shape_derives_a_standard_width_and_depth_from_a_parameter_count():
 def test_the_compilers_long_report_and_its_short_one_are_read():
     assert plan.largest_allocations(LONG_OOM) == [
         '1. 4.00G f32[8,128,1048576]{2,1,0:T(8,128)} (HLO temp) op_name="jit(train_step)/jvp(LM)/head/dot_general"',
-        "2. 1.45G f32[380000,1024]{1,0:T(8,128)} (entry parameter)"]
+        "2. 1.45G f32[380000,1024]{1,0:T(8,128)} (entry parameter)",
+    ]
     assert plan.compiler_figures(LONG_OOM) == (17.60 * 2**30, 15.75 * 2**30)
-    short = ("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (22.53G) "
-             "exceeds available HBM (15.75G).")  # what libtpu 0.0.42.1 says for a v5e (measured)
+    short = (
+        "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (22.53G) "
+        "exceeds available HBM (15.75G)."
+    )  # what libtpu 0.0.42.1 says for a v5e (measured)
     assert plan.largest_allocations(short) == [] and plan.compiler_figures(short) == (22.53 * 2**30, 15.75 * 2**30)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--layers", "2"], "--layers describe the model --compile builds: add --compile SLICE"),
-    (["--seq-len", "2048", "--vocab", "50000"], "--vocab describe the model"),
-    (["--compile", "v5e-8"], "--compile v5e-8 is 8 v5e chips, but the plan is for 256 v5p chips"),
-    (["--compile", "v5e-6"], "not a standard v5e slice: use a power of two"),
-    (["--compile", "h100-8"], "not a TPU slice the compiler knows"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--layers", "2"], "--layers describe the model --compile builds: add --compile SLICE"),
+        (["--seq-len", "2048", "--vocab", "50000"], "--vocab describe the model"),
+        (["--compile", "v5e-8"], "--compile v5e-8 is 8 v5e chips, but the plan is for 256 v5p chips"),
+        (["--compile", "v5e-6"], "not a standard v5e slice: use a power of two"),
+        (["--compile", "h100-8"], "not a TPU slice the compiler knows"),
+    ],
+)
 def test_compile_options_that_cannot_work_exit_2_with_the_fix(argv, message, capsys):
     code = cli.main(["plan", "--params", "8e9", "--tokens", "1e12", "--chip", "v5p", "--chips", "256"] + argv)
     assert code == 2 and message in capsys.readouterr().err
@@ -453,7 +576,10 @@ def test_a_wide_model_does_not_fit_a_v5e_8_exits_1_and_names_the_largest_allocat
     assert "v5e-8: does NOT fit: the TPU compiler refused it: RESOURCE_EXHAUSTED" in out
     assert f"{'total':<36}{'13.10':>9}{plan.gib_text(needed):>10}" in out  # formula beside the compiler
     assert "largest allocations (" in out
-    assert "state embed/embedding: float32[380000, 1024] of [380000, 8192] = 1.45 GiB per device x 3 (weights, mu, nu)" in out
+    assert (
+        "state embed/embedding: float32[380000, 1024] of [380000, 8192] = 1.45 GiB per device x 3 (weights, mu, nu)"
+        in out
+    )
 
 
 def test_a_program_the_compiler_accepts_but_that_exceeds_hbm_names_its_biggest_buffers(monkeypatch, capsys):
@@ -485,12 +611,16 @@ def test_the_gradient_sum_threshold_on_a_full_v5p_pod_is_the_scaling_books_850_t
     p = plan.plan(70e9, 15e12, "v5p", 4096, batch=1024, seq_len=4096, param_bytes=2, grad_bytes=2)
     assert p.comm_threshold == pytest.approx(850, rel=0.05)
     assert p.tokens_per_chip == 1024 and p.communication_bound is False
-    f32 = plan.plan(70e9, 15e12, "v5p", 4096, batch=1024, seq_len=4096)  # f32 gradients, as lesson 08 (training) sends: twice the bytes
+    f32 = plan.plan(
+        70e9, 15e12, "v5p", 4096, batch=1024, seq_len=4096
+    )  # f32 gradients, as lesson 08 (training) sends: twice the bytes
     assert f32.comm_threshold == pytest.approx(2 * p.comm_threshold)
 
 
 def test_a_batch_too_small_for_its_chips_is_flagged_communication_bound_and_a_bigger_one_is_not():
-    small = plan.plan(1.2e9, 1e10, "v5e", 8, batch=16, seq_len=1024)  # 2,048 tokens per chip, as lesson 08 (training) runs a v5e-8
+    small = plan.plan(
+        1.2e9, 1e10, "v5e", 8, batch=16, seq_len=1024
+    )  # 2,048 tokens per chip, as lesson 08 (training) runs a v5e-8
     assert small.communication_bound is True and small.tokens_per_chip == 2048
     assert "WARNING  communication-bound: 2,048 tokens per chip" in small.text()
     big = plan.plan(1.2e9, 1e10, "v5e", 8, batch=64, seq_len=1024)
@@ -500,8 +630,27 @@ def test_a_batch_too_small_for_its_chips_is_flagged_communication_bound_and_a_bi
 
 
 def test_the_cli_takes_the_global_batch_and_reports_it_in_json(capsys):
-    assert cli.main(["plan", "--params", "1.2e9", "--tokens", "1e10", "--chip", "v5e", "--chips", "8",
-                     "--batch", "16", "--seq-len", "1024", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "plan",
+                "--params",
+                "1.2e9",
+                "--tokens",
+                "1e10",
+                "--chip",
+                "v5e",
+                "--chips",
+                "8",
+                "--batch",
+                "16",
+                "--seq-len",
+                "1024",
+                "--json",
+            ]
+        )
+        == 0
+    )
     batch = json.loads(capsys.readouterr().out)["batch"]
     assert batch["tokens_per_chip"] == 2048 and batch["communication_bound"] is True
     assert batch["steps"] == pytest.approx(1e10 / (16 * 1024))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from pathlib import Path
 
 from conftest import run_python
 from tpututor import profile as traces
@@ -116,9 +116,14 @@ def test_a_truncated_trace_is_a_clear_error(tmp_path):
 def test_malformed_events_are_skipped_not_fatal(tmp_path):
     run = tmp_path / "plugins" / "profile" / "r1"
     run.mkdir(parents=True)
-    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
-              {"ph": "X", "pid": 1, "tid": 1, "name": "ok", "ts": 0, "dur": 5},
-              {"ph": "X", "pid": 1, "tid": 1, "name": "no time"}, {"ph": "X", "ts": "soon"}, "garbage", 7]
+    events = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "X", "pid": 1, "tid": 1, "name": "ok", "ts": 0, "dur": 5},
+        {"ph": "X", "pid": 1, "tid": 1, "name": "no time"},
+        {"ph": "X", "ts": "soon"},
+        "garbage",
+        7,
+    ]
     with gzip.open(run / "vm.trace.json.gz", "wt") as f:
         json.dump({"traceEvents": events}, f)
     t = traces.load(tmp_path)
@@ -127,7 +132,8 @@ def test_malformed_events_are_skipped_not_fatal(tmp_path):
 
 @pytest.mark.slow
 def test_torch_xla_traces_read_the_same_way(tmp_path):
-    run_python("""
+    run_python(
+        """
         import sys, torch, torch_xla
         import torch_xla.core.xla_model as xm
         import torch_xla.debug.profiler as xp
@@ -139,7 +145,10 @@ def test_torch_xla_traces_read_the_same_way(tmp_path):
                 y = x @ x
         xm.wait_device_ops()
         xp.stop_trace()
-    """, str(tmp_path), env={"PJRT_DEVICE": "CPU"})
+    """,
+        str(tmp_path),
+        env={"PJRT_DEVICE": "CPU"},
+    )
     t = traces.load(tmp_path)
     assert "dot" in [name for name, *_ in traces.top_ops(t)] and len(t.step_events) == 2
 
@@ -151,7 +160,7 @@ def listening_addresses(port: int) -> set[str]:
         local, state = line.split()[1], line.split()[3]
         address, hex_port = local.split(":")
         if state == "0A" and int(hex_port, 16) == port:
-            found.add(".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+            found.add(".".join(str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0)))
     return found
 
 
@@ -159,9 +168,11 @@ def test_a_multi_host_run_reads_every_hosts_file(tmp_path):
     run = tmp_path / "plugins" / "profile" / "r1"
     run.mkdir(parents=True)
     for host, op in (("host-a", "dot.1"), ("host-b", "add.2")):
-        events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:TPU:0"}},
-                  {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
-                  {"ph": "X", "pid": 1, "tid": 2, "name": op, "ts": 1, "dur": 4}]
+        events = [
+            {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+            {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+            {"ph": "X", "pid": 1, "tid": 2, "name": op, "ts": 1, "dur": 4},
+        ]
         with gzip.open(run / f"{host}.trace.json.gz", "wt") as f:
             json.dump({"traceEvents": events}, f)
     t = traces.load(tmp_path)
@@ -191,13 +202,15 @@ def test_xprof_server_on_localhost_lists_the_run_and_stops(jax_trace):
 def test_nested_ops_count_once_and_clone_suffixes_fold(tmp_path):
     run = tmp_path / "plugins" / "profile" / "r1"
     run.mkdir(parents=True)
-    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
-              {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "tf_XLACpu"}},
-              {"ph": "X", "pid": 1, "tid": 2, "name": "while", "ts": 0, "dur": 10},
-              {"ph": "X", "pid": 1, "tid": 2, "name": "dot.3", "ts": 1, "dur": 4},
-              {"ph": "X", "pid": 1, "tid": 2, "name": "tanh.3.clone", "ts": 5, "dur": 4},
-              {"ph": "X", "pid": 1, "tid": 2, "name": "H2D Dispatch", "ts": 20, "dur": 5},
-              {"ph": "X", "pid": 1, "tid": 2, "name": "Pool::Await", "ts": 30, "dur": 5}]
+    events = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "tf_XLACpu"}},
+        {"ph": "X", "pid": 1, "tid": 2, "name": "while", "ts": 0, "dur": 10},
+        {"ph": "X", "pid": 1, "tid": 2, "name": "dot.3", "ts": 1, "dur": 4},
+        {"ph": "X", "pid": 1, "tid": 2, "name": "tanh.3.clone", "ts": 5, "dur": 4},
+        {"ph": "X", "pid": 1, "tid": 2, "name": "H2D Dispatch", "ts": 20, "dur": 5},
+        {"ph": "X", "pid": 1, "tid": 2, "name": "Pool::Await", "ts": 30, "dur": 5},
+    ]
     with gzip.open(run / "vm.trace.json.gz", "wt") as f:
         json.dump({"traceEvents": events}, f)
     ops = {name: (count, us) for name, count, us, _ in traces.top_ops(traces.load(tmp_path))}
@@ -214,10 +227,12 @@ def _write_trace(tmp_path, events, name="vm"):
 
 def _two_python_threads(load_ts=(0, 20), step_ts=(0, 20), waits=(15,)):
     """A host with two threads both named "python" (the loop, tid 1, and a loader, tid 2) and a CPU device."""
-    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
-              {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
-              {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "python"}},
-              {"ph": "M", "pid": 1, "tid": 3, "name": "thread_name", "args": {"name": "tf_XLACpu"}}]
+    events = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
+        {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "python"}},
+        {"ph": "M", "pid": 1, "tid": 3, "name": "thread_name", "args": {"name": "tf_XLACpu"}},
+    ]
     for i, ts in enumerate(step_ts):
         events.append({"ph": "X", "pid": 1, "tid": 1, "name": "train", "ts": ts, "dur": 20, "args": {"step_num": i}})
         events.append({"ph": "X", "pid": 1, "tid": 3, "name": "dot.1", "ts": ts + 10, "dur": 10})
@@ -271,10 +286,13 @@ def test_a_prefetching_thread_shows_as_a_loader_not_as_the_loop(tmp_path):
 def _measures(t):
     """What a diagnosis reads from a trace: shares of the run, and host waits per step."""
     whole = traces.overall(t)
-    return {"stalled": traces.time_in(t, thread="loop") * (1 - traces.overlap(t, thread="loop")) / whole.total_us,
-            "loop_loads": traces.time_in(t, thread="loop") / whole.total_us,
-            "any_loads": traces.time_in(t) / whole.total_us,
-            "waits": len(traces.host_waits(t)) / len(t.step_events), "device": whole.device_share}
+    return {
+        "stalled": traces.time_in(t, thread="loop") * (1 - traces.overlap(t, thread="loop")) / whole.total_us,
+        "loop_loads": traces.time_in(t, thread="loop") / whole.total_us,
+        "any_loads": traces.time_in(t) / whole.total_us,
+        "waits": len(traces.host_waits(t)) / len(t.step_events),
+        "device": whole.device_share,
+    }
 
 
 def _diagnose(t):
@@ -319,33 +337,38 @@ def test_sample_plants_the_bottleneck_it_is_asked_for(kind, variant, tmp_path):
 
 
 def test_gpu_kernels_count_once_from_the_stream_lines_not_the_derived_xla_ops_line(tmp_path):
-    device = [{"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/device:GPU:0"}},
-              {"ph": "M", "pid": 2, "tid": 1, "name": "thread_name", "args": {"name": "Stream #13(Compute)"}},
-              {"ph": "M", "pid": 2, "tid": 2, "name": "thread_name", "args": {"name": "Stream #14(MemcpyH2D)"}},
-              {"ph": "M", "pid": 2, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
-              {"ph": "X", "pid": 2, "tid": 1, "name": "gemm_fusion", "ts": 0, "dur": 8},
-              {"ph": "X", "pid": 2, "tid": 2, "name": "MemcpyH2D", "ts": 0, "dur": 3},
-              {"ph": "X", "pid": 2, "tid": 3, "name": "gemm_fusion", "ts": 0, "dur": 8}]  # derived from the stream
+    device = [
+        {"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "pid": 2, "tid": 1, "name": "thread_name", "args": {"name": "Stream #13(Compute)"}},
+        {"ph": "M", "pid": 2, "tid": 2, "name": "thread_name", "args": {"name": "Stream #14(MemcpyH2D)"}},
+        {"ph": "M", "pid": 2, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
+        {"ph": "X", "pid": 2, "tid": 1, "name": "gemm_fusion", "ts": 0, "dur": 8},
+        {"ph": "X", "pid": 2, "tid": 2, "name": "MemcpyH2D", "ts": 0, "dur": 3},
+        {"ph": "X", "pid": 2, "tid": 3, "name": "gemm_fusion", "ts": 0, "dur": 8},
+    ]  # derived from the stream
     t = _write_trace(tmp_path, device)
     assert traces.top_ops(t) == [("gemm_fusion", 1, 8.0, 1.0)]
 
 
 def test_a_tpu_without_stream_lines_is_read_from_its_xla_ops_line(tmp_path):
-    device = [{"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/device:TPU:0"}},
-              {"ph": "M", "pid": 2, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
-              {"ph": "X", "pid": 2, "tid": 3, "name": "fusion.4", "ts": 0, "dur": 8}]
+    device = [
+        {"ph": "M", "pid": 2, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "pid": 2, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
+        {"ph": "X", "pid": 2, "tid": 3, "name": "fusion.4", "ts": 0, "dur": 8},
+    ]
     assert [name for name, *_ in traces.top_ops(_write_trace(tmp_path, device))] == ["fusion"]
 
 
 def test_xla_cpu_executor_waits_count_as_busy_but_are_not_ops(tmp_path):
     """A large dot on XLA:CPU runs on the Eigen pool, marked only by the executor's wait on its own thread."""
-    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
-              {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
-              {"ph": "M", "pid": 1, "tid": 4, "name": "thread_name", "args": {"name": "tf_XLAPjRtCpuClient/1"}},
-              {"ph": "X", "pid": 1, "tid": 1, "name": "train", "ts": 0, "dur": 100, "args": {"step_num": 0}},
-              {"ph": "X", "pid": 1, "tid": 4, "name": "ThunkExecutor::Execute (wait for completion)",
-               "ts": 10, "dur": 60},
-              {"ph": "X", "pid": 1, "tid": 4, "name": "add.1", "ts": 75, "dur": 5}]
+    events = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "python"}},
+        {"ph": "M", "pid": 1, "tid": 4, "name": "thread_name", "args": {"name": "tf_XLAPjRtCpuClient/1"}},
+        {"ph": "X", "pid": 1, "tid": 1, "name": "train", "ts": 0, "dur": 100, "args": {"step_num": 0}},
+        {"ph": "X", "pid": 1, "tid": 4, "name": "ThunkExecutor::Execute (wait for completion)", "ts": 10, "dur": 60},
+        {"ph": "X", "pid": 1, "tid": 4, "name": "add.1", "ts": 75, "dur": 5},
+    ]
     t = _write_trace(tmp_path, events)
     assert [name for name, *_ in traces.top_ops(t)] == ["add"]
     assert traces.steps(t)[0].device_us == pytest.approx(65)

@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from tpututor import runtime
-from tpututor import fakes
+from tpututor import fakes, runtime
 from tpututor.doctor import report
 
 # machine -> (platform, accelerator kind, generation, chip count)
@@ -33,7 +32,11 @@ def test_fake_machine_is_classified_right(fake, name):
     rt = runtime.detect(fake(name))
     platform, kind, generation, count = EXPECTED[name]
     assert (rt.platform.name, rt.accelerator.kind, rt.accelerator.generation, rt.accelerator.count) == (
-        platform, kind, generation, count)
+        platform,
+        kind,
+        generation,
+        count,
+    )
 
 
 def test_colab_gpu_reports_the_name_and_memory_from_nvidia_smi(fake):
@@ -64,8 +67,9 @@ def test_healthy_colab_tpu_has_no_warnings(fake):
 
 
 def test_v2_and_v3_share_a_pci_id_and_the_subsystem_tells_them_apart(fake):
-    v3 = fakes.Machine("v3-8", pci=[("0x1ae0", "0x0027", "0x004f")] * 4, dev=[f"accel{i}" for i in range(4)],
-                       packages={"libtpu": "1"})
+    v3 = fakes.Machine(
+        "v3-8", pci=[("0x1ae0", "0x0027", "0x004f")] * 4, dev=[f"accel{i}" for i in range(4)], packages={"libtpu": "1"}
+    )
     acc = runtime.detect(fake(v3)).accelerator
     assert (acc.kind, acc.generation, acc.count) == ("tpu", "v3", 4)
 
@@ -148,9 +152,20 @@ def test_cpuinfo_gives_model_clock_and_simd_flags(fake):
 
 @pytest.mark.parametrize(
     "value, expected",
-    [("v5litepod-8", ("v5e", 8)), ("v5e-1", ("v5e", 1)), ("v6e-8", ("v6e", 8)), ("v4-8", ("v4", 4)),
-     ("v2-8", ("v2", 4)), ("v3-32", ("v3", 16)), ("v5p-8", ("v5p", 4)), ("tpu7x-8", ("7x", 4)),
-     ("V6E-4", ("v6e", 4)), ("nonsense", None), ("", None), (None, None)],
+    [
+        ("v5litepod-8", ("v5e", 8)),
+        ("v5e-1", ("v5e", 1)),
+        ("v6e-8", ("v6e", 8)),
+        ("v4-8", ("v4", 4)),
+        ("v2-8", ("v2", 4)),
+        ("v3-32", ("v3", 16)),
+        ("v5p-8", ("v5p", 4)),
+        ("tpu7x-8", ("7x", 4)),
+        ("V6E-4", ("v6e", 4)),
+        ("nonsense", None),
+        ("", None),
+        (None, None),
+    ],
 )
 def test_parse_accelerator_type(value, expected):
     assert runtime.parse_accelerator_type(value) == expected
@@ -169,9 +184,13 @@ def test_runtime_document_is_json_ready(fake):
 
 
 def test_cpu_clock_prefers_the_maximum_cpufreq_reports(fake):
-    m = fakes.Machine("throttled laptop", files={
-        "/proc/cpuinfo": "processor\t: 0\nmodel name\t: Some CPU\ncpu MHz\t\t: 800.000\nflags\t\t: avx2 fma\n",
-        "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq": "3600000\n"})
+    m = fakes.Machine(
+        "throttled laptop",
+        files={
+            "/proc/cpuinfo": "processor\t: 0\nmodel name\t: Some CPU\ncpu MHz\t\t: 800.000\nflags\t\t: avx2 fma\n",
+            "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq": "3600000\n",
+        },
+    )
     assert runtime.detect(fake(m)).cpu.ghz == 3.6
 
 

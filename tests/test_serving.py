@@ -62,12 +62,17 @@ def test_a_tighter_latency_target_takes_a_smaller_batch():
     assert tight.batch < loose.batch and tight.step_s * 1e3 <= 8
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"traffic": Traffic(0, 10)}, "prompt must be a whole number above 0"),
-    ({"traffic": Traffic(10, 10, latency_ms=-1)}, "latency_ms"),
-    ({"weight_bytes": 0}, "weight_bytes"), ({"reserve": 1.5}, "reserve"),
-    ({"chip": "H100"}, "sizes TPUs"), ({"model": "gpt-5"}, "knows llama-3.1-8b"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"traffic": Traffic(0, 10)}, "prompt must be a whole number above 0"),
+        ({"traffic": Traffic(10, 10, latency_ms=-1)}, "latency_ms"),
+        ({"weight_bytes": 0}, "weight_bytes"),
+        ({"reserve": 1.5}, "reserve"),
+        ({"chip": "H100"}, "sizes TPUs"),
+        ({"model": "gpt-5"}, "knows llama-3.1-8b"),
+    ],
+)
 def test_bad_input_is_a_clear_error(kwargs, message):
     args = {"model": "llama-3.1-8b", "chip": "v5e", "traffic": Traffic(1024, 128), **kwargs}
     with pytest.raises(ValueError, match=message):
@@ -75,11 +80,48 @@ def test_bad_input_is_a_clear_error(kwargs, message):
 
 
 def test_the_command_prints_the_plan_and_its_assumptions():
-    out = subprocess.run([PYTHON, "-m", "tpututor", "plan-serving", "--model", "llama-3.1-8b", "--chip", "v5e",
-                          "--prompt", "7680", "--output", "512", "--latency-ms", "50"], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60)
+    out = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "tpututor",
+            "plan-serving",
+            "--model",
+            "llama-3.1-8b",
+            "--chip",
+            "v5e",
+            "--prompt",
+            "7680",
+            "--output",
+            "512",
+            "--latency-ms",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "Chosen: 2 chips" in out.stdout and "vllm serve" in out.stdout and "Assumptions:" in out.stdout
-    bad = subprocess.run([PYTHON, "-m", "tpututor", "plan-serving", "--model", "llama-3.1-8b", "--chip", "v5e",
-                          "--prompt", "0", "--output", "512"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    bad = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "tpututor",
+            "plan-serving",
+            "--model",
+            "llama-3.1-8b",
+            "--chip",
+            "v5e",
+            "--prompt",
+            "0",
+            "--output",
+            "512",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "prompt must be" in bad.stderr

@@ -20,13 +20,15 @@ def params():
 
 def plain_prefill(params, prompt):
     padded = np.zeros((1, decode.bucket(len(prompt), CFG.seq_len)), np.int32)
-    padded[0, :len(prompt)] = prompt
-    tok, last, _ = decode.make_prefill(CFG)(params, jnp.asarray(padded), decode.init_cache(CFG, 1),
-                                            jnp.array([len(prompt)], jnp.int32))
+    padded[0, : len(prompt)] = prompt
+    tok, last, _ = decode.make_prefill(CFG)(
+        params, jnp.asarray(padded), decode.init_cache(CFG, 1), jnp.array([len(prompt)], jnp.int32)
+    )
     return int(tok[0]), last[0]
 
 
 # --------------------------------------------------------------------------- prefix caching
+
 
 def test_block_keys_are_whole_prefixes_of_full_blocks():
     assert prefix.block_keys([1, 2, 3, 4, 5], 2) == [(1, 2), (1, 2, 3, 4)]
@@ -51,7 +53,9 @@ def test_prefix_reuse_gives_the_same_tokens_and_logits(params):
         tok0, logits0 = plain_prefill(params, prompt)
         hits.append(hit)
         assert int(tok) == tok0
-        np.testing.assert_allclose(np.asarray(logits), np.asarray(logits0), atol=1e-2 * float(jnp.max(jnp.abs(logits0))))
+        np.testing.assert_allclose(
+            np.asarray(logits), np.asarray(logits0), atol=1e-2 * float(jnp.max(jnp.abs(logits0)))
+        )
     assert hits == [0, 24, 24]
 
 
@@ -83,6 +87,7 @@ def test_store_false_adds_nothing_and_a_full_pool_stops_adding(params):
 
 # --------------------------------------------------------------------------- speculative decoding
 
+
 def test_ngram_draft_proposes_what_followed():
     assert speculative.ngram_draft([1, 2, 3, 9, 1, 2, 3], 2, n=3) == [9, 1]
     assert speculative.ngram_draft([4, 5, 6, 4], 3, n=3) == [5, 6, 4]  # one-token match
@@ -105,10 +110,17 @@ def test_a_right_draft_takes_k_plus_one_tokens_a_step_and_a_wrong_one_changes_no
     prompt = [3, 1, 4, 1, 5, 9, 2, 6]
     new, k = 30, 3
     greedy = decode.generate(params, CFG, [prompt], new)[0]
-    right = speculative.generate(params, CFG, prompt, new, k=k,
-                                 draft=lambda h, k: (greedy[len(h) - len(prompt):] + [0] * k)[:k])
-    wrong = speculative.generate(params, CFG, prompt, new, k=k,
-                                 draft=lambda h, k: [(greedy[min(len(h) - len(prompt), new - 1)] + 1) % CFG.vocab] * k)
+    right = speculative.generate(
+        params, CFG, prompt, new, k=k, draft=lambda h, k: (greedy[len(h) - len(prompt) :] + [0] * k)[:k]
+    )
+    wrong = speculative.generate(
+        params,
+        CFG,
+        prompt,
+        new,
+        k=k,
+        draft=lambda h, k: [(greedy[min(len(h) - len(prompt), new - 1)] + 1) % CFG.vocab] * k,
+    )
     assert right.tokens == wrong.tokens == greedy
     assert right.steps == -(-(new - 1) // (k + 1)) and wrong.kept == 0 and wrong.steps == new - 1
 
@@ -121,6 +133,7 @@ def test_speculative_refuses_what_does_not_fit(params):
 
 
 # --------------------------------------------------------------------------- int8 KV cache
+
 
 def test_quantize_is_within_half_a_step_per_vector():
     x = jnp.asarray(np.random.default_rng(3).normal(size=(2, 5, 4, 16)) * 3, jnp.float32)
@@ -141,7 +154,8 @@ def test_int8_cache_halves_the_values_and_adds_a_scale_per_token_and_head():
 def test_int8_cache_logits_within_bound(params):
     window = jnp.asarray(np.random.default_rng(5).integers(1, CFG.vocab, (2, CFG.seq_len)), jnp.int32)
     ref, _ = jax.jit(lambda p, w: decode.forward(p, w, decode.init_cache(CFG, 2), jnp.zeros(2, jnp.int32), cfg=CFG))(
-        params, window)
+        params, window
+    )
     got, cache = kvquant.make_prefill(CFG)(params, window, kvquant.init_cache(CFG, 2))
     assert cache[0]["k"].dtype == jnp.int8
     assert float(jnp.max(jnp.abs(got - ref))) <= 0.02 * float(jnp.max(jnp.abs(ref))) + 0.01

@@ -14,7 +14,6 @@ import functools
 import http.server
 import re
 import shutil
-import subprocess
 import threading
 import urllib.error
 import urllib.parse
@@ -84,8 +83,12 @@ def browser():
 
 
 def pages(site_dir: Path) -> list[str]:
-    return sorted(str(p.relative_to(site_dir)) for lang in LANGS for p in (site_dir / lang).rglob("*.html")
-                  if "_static" not in p.parts and "_sources" not in p.parts)
+    return sorted(
+        str(p.relative_to(site_dir))
+        for lang in LANGS
+        for p in (site_dir / lang).rglob("*.html")
+        if "_static" not in p.parts and "_sources" not in p.parts
+    )
 
 
 def lesson_images(page) -> tuple[list[str], list[str]]:
@@ -108,8 +111,8 @@ def test_every_page_loads_without_console_errors_and_every_image_loads(served, b
     for name in pages(site_dir):
         page = browser.new_page()
         errors, failed = [], []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("requestfailed", lambda r: failed.append(r.url) if r.url.startswith(base) else None)
+        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+        page.on("requestfailed", lambda r, failed=failed: failed.append(r.url) if r.url.startswith(base) else None)
         page.goto(f"{base}/{name}", wait_until="load")
         images = page.evaluate("() => [...document.images].map(i => [i.src, i.complete && i.naturalWidth > 0])")
         problems += [f"{name}: console error {e}" for e in errors] + [f"{name}: failed {u}" for u in failed]
@@ -217,7 +220,7 @@ def test_every_page_names_an_icon_that_loads_so_no_browser_asks_for_favicon_ico(
     for name in pages(site_dir):
         html = (site_dir / name).read_text(encoding="utf-8")
         found = re.search(r'<link rel="icon" href="([^"]+)"', html)
-        assert found, f"{name}: no <link rel=\"icon\">"
+        assert found, f'{name}: no <link rel="icon">'
         icons.add(urllib.parse.urljoin(f"{base}/{name}", found.group(1)))
     for url in sorted(icons):
         with urllib.request.urlopen(url, timeout=10) as resp:

@@ -56,7 +56,7 @@ def test_leaving_the_with_block_stops_it():
         assert "not Google Cloud" in repr(api)
     assert port_is_closed(port)
     with pytest.raises(RuntimeError, match="not running"):
-        api.port
+        _ = api.port
 
 
 def test_it_stops_itself_after_its_lifetime():
@@ -68,8 +68,14 @@ def test_it_stops_itself_after_its_lifetime():
     assert not api.running and port_is_closed(port)
 
 
-@pytest.mark.parametrize("kwargs, message", [(dict(port=-1), "port must be 0"), (dict(port=70000), "port must be 0"),
-                                             (dict(lifetime_s=0), "lifetime_s must be a positive")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(port=-1), "port must be 0"),
+        (dict(port=70000), "port must be 0"),
+        (dict(lifetime_s=0), "lifetime_s must be a positive"),
+    ],
+)
 def test_bad_settings_are_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         standin.StandIn(**kwargs)
@@ -90,7 +96,9 @@ def test_the_zone_table_rows_are_sourced_and_dated_and_expand_to_accelerator_typ
     assert {r["generation"] for r in rows} >= {"v5e", "v5p", "v6e"}
     for r in rows:
         assert r["source"].startswith("https://") and re.fullmatch(r"20\d\d-\d\d-\d\d", r["source_date"])
-    assert "v5litepod-8" in standin.offered_types("us-central1-a") and "v6e-8" not in standin.offered_types("us-central1-a")
+    assert "v5litepod-8" in standin.offered_types("us-central1-a") and "v6e-8" not in standin.offered_types(
+        "us-central1-a"
+    )
     assert "v5p-17920" in standin.offered_types("us-east5-a") and standin.offered_types("nowhere-1a") == []
 
 
@@ -100,8 +108,11 @@ def test_the_zone_table_rows_are_sourced_and_dated_and_expand_to_accelerator_typ
 def test_the_official_client_creates_gets_lists_stops_starts_and_deletes_a_node(tpu, api):
     tpu_v2, client = tpu
     parent = api.parent(ZONE)
-    request = tpu_v2.CreateNodeRequest(parent=parent, node_id="t1", node=tpu_v2.Node(
-        accelerator_type="v5litepod-8", runtime_version="v2-alpha-tpuv5-lite", labels={"job": "x"}))
+    request = tpu_v2.CreateNodeRequest(
+        parent=parent,
+        node_id="t1",
+        node=tpu_v2.Node(accelerator_type="v5litepod-8", runtime_version="v2-alpha-tpuv5-lite", labels={"job": "x"}),
+    )
     operation = client.create_node(request=request)
     assert [n.state for n in client.list_nodes(parent=parent)] == [tpu_v2.Node.State.CREATING]
     node = operation.result(timeout=10)
@@ -127,8 +138,12 @@ def test_the_official_client_creates_gets_lists_stops_starts_and_deletes_a_node(
 def test_an_operation_finishes_only_when_polled_or_settled(api):
     parent = api.parent(ZONE)
     body = json.dumps({"acceleratorType": "v5litepod-4", "runtimeVersion": "x"}).encode()
-    request = urllib.request.Request(f"{api.endpoint}/v2/{parent}/nodes?nodeId=a", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{api.endpoint}/v2/{parent}/nodes?nodeId=a",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=5) as reply:
         op = json.loads(reply.read())
     assert op["done"] is False and "response" not in op and op["metadata"]["verb"] == "create"
@@ -164,11 +179,19 @@ def test_stop_and_start_are_refused_for_spot_and_multi_host_nodes(tpu, api):
 def test_a_queued_resource_waits_then_becomes_active_and_force_deletes_its_node(tpu, api):
     tpu_v2, client = tpu
     parent = api.parent(ZONE)
-    qr = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
-        parent=parent, node_id="q1", node=tpu_v2.Node(accelerator_type="v5litepod-16", runtime_version="x"))]),
-        spot=tpu_v2.QueuedResource.Spot())
-    made = client.create_queued_resource(request=tpu_v2.CreateQueuedResourceRequest(
-        parent=parent, queued_resource_id="qr1", queued_resource=qr)).result(timeout=10)
+    qr = tpu_v2.QueuedResource(
+        tpu=tpu_v2.QueuedResource.Tpu(
+            node_spec=[
+                tpu_v2.QueuedResource.Tpu.NodeSpec(
+                    parent=parent, node_id="q1", node=tpu_v2.Node(accelerator_type="v5litepod-16", runtime_version="x")
+                )
+            ]
+        ),
+        spot=tpu_v2.QueuedResource.Spot(),
+    )
+    made = client.create_queued_resource(
+        request=tpu_v2.CreateQueuedResourceRequest(parent=parent, queued_resource_id="qr1", queued_resource=qr)
+    ).result(timeout=10)
     states = [made.state.state.name] + [client.get_queued_resource(name=made.name).state.state.name for _ in range(4)]
     assert states == ["CREATING", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE", "ACTIVE"]
     node = client.get_node(name=f"{parent}/nodes/q1")
@@ -178,17 +201,30 @@ def test_a_queued_resource_waits_then_becomes_active_and_force_deletes_its_node(
 
     with pytest.raises(exceptions.BadRequest, match="pass force=True"):
         client.delete_queued_resource(name=made.name).result(timeout=10)
-    client.delete_queued_resource(request=tpu_v2.DeleteQueuedResourceRequest(name=made.name, force=True)).result(timeout=10)
+    client.delete_queued_resource(request=tpu_v2.DeleteQueuedResourceRequest(name=made.name, force=True)).result(
+        timeout=10
+    )
     assert list(client.list_nodes(parent=parent)) == [] and list(client.list_queued_resources(parent=parent)) == []
 
 
 def queue(tpu_v2, client, api, qid, node_id, **policy):
     parent = api.parent(ZONE)
-    qr = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
-        parent=parent, node_id=node_id, node=tpu_v2.Node(accelerator_type="v5litepod-8", runtime_version="x"))]),
-        spot=tpu_v2.QueuedResource.Spot(), queueing_policy=tpu_v2.QueuedResource.QueueingPolicy(**policy))
-    return client.create_queued_resource(request=tpu_v2.CreateQueuedResourceRequest(
-        parent=parent, queued_resource_id=qid, queued_resource=qr)).result(timeout=10)
+    qr = tpu_v2.QueuedResource(
+        tpu=tpu_v2.QueuedResource.Tpu(
+            node_spec=[
+                tpu_v2.QueuedResource.Tpu.NodeSpec(
+                    parent=parent,
+                    node_id=node_id,
+                    node=tpu_v2.Node(accelerator_type="v5litepod-8", runtime_version="x"),
+                )
+            ]
+        ),
+        spot=tpu_v2.QueuedResource.Spot(),
+        queueing_policy=tpu_v2.QueuedResource.QueueingPolicy(**policy),
+    )
+    return client.create_queued_resource(
+        request=tpu_v2.CreateQueuedResourceRequest(parent=parent, queued_resource_id=qid, queued_resource=qr)
+    ).result(timeout=10)
 
 
 def test_deleting_or_preempting_a_queued_resources_node_suspends_the_request(tpu, api):
@@ -232,8 +268,11 @@ def test_the_api_refuses_a_type_the_zone_lacks_tpu7x_duplicates_and_strangers(tp
 
     def create(zone, node_id, accel, project=None):
         parent = f"projects/{project}/locations/{zone}" if project else api.parent(zone)
-        return client.create_node(request=tpu_v2.CreateNodeRequest(
-            parent=parent, node_id=node_id, node=tpu_v2.Node(accelerator_type=accel, runtime_version="x"))).result(timeout=10)
+        return client.create_node(
+            request=tpu_v2.CreateNodeRequest(
+                parent=parent, node_id=node_id, node=tpu_v2.Node(accelerator_type=accel, runtime_version="x")
+            )
+        ).result(timeout=10)
 
     with pytest.raises(exceptions.BadRequest, match="'v6e-8' is not available in zone us-central1-a"):
         create(ZONE, "a", "v6e-8")
@@ -288,7 +327,9 @@ def test_upcoming_maintenance_is_a_v2alpha1_notice_and_health_changes_only_durin
     assert notice.type_ == tpu_v2alpha1.UpcomingMaintenance.MaintenanceType.SCHEDULED
     assert notice.maintenance_status == Status.PENDING and notice.can_reschedule
     assert client.get_node(name=name).health == tpu_v2.Node.Health.HEALTHY
-    assert "upcomingMaintenance" not in json.loads(urllib.request.urlopen(f"{api.endpoint}/v2/{name}", timeout=5).read())
+    assert "upcomingMaintenance" not in json.loads(
+        urllib.request.urlopen(f"{api.endpoint}/v2/{name}", timeout=5).read()
+    )
     api.advance(hours=31)
     assert alpha().upcoming_maintenance.maintenance_status == Status.ONGOING
     assert client.get_node(name=name).health == tpu_v2.Node.Health.UNHEALTHY_MAINTENANCE
@@ -313,14 +354,18 @@ def test_accelerator_types_come_from_the_zone_table(tpu, api):
 
 def test_the_lesson_stops_its_stand_in_and_checks_the_port_is_closed():
     text = (ROOT / "notebooks" / "11_operations.md").read_text()
-    assert 'standin.StandIn(' in text and "lifetime_s=" in text
-    tail = text[text.index("check.report()"):]
-    assert "api.stop()" in tail and "connect_ex((\"127.0.0.1\", port))" in tail and "assert closed" in tail
+    assert "standin.StandIn(" in text and "lifetime_s=" in text
+    tail = text[text.index("check.report()") :]
+    assert "api.stop()" in tail and 'connect_ex(("127.0.0.1", port))' in tail and "assert closed" in tail
 
 
 def _ce(api, method, path, body=None):
-    request = urllib.request.Request(api.endpoint + path, method=method, data=json.dumps(body or {}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        api.endpoint + path,
+        method=method,
+        data=json.dumps(body or {}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as reply:
         return json.loads(reply.read())
 
@@ -328,8 +373,16 @@ def _ce(api, method, path, body=None):
 def test_compute_engine_tpu_instances_insert_wait_list_preempt_and_delete(api):
     zone = "us-east5-a"
     base = f"/compute/v1/projects/p/zones/{zone}"
-    op = _ce(api, "POST", f"{base}/instances", {"name": "ce-1", "machineType": f"zones/{zone}/machineTypes/ct6e-standard-4t",
-                                                "scheduling": {"provisioningModel": "SPOT"}})
+    op = _ce(
+        api,
+        "POST",
+        f"{base}/instances",
+        {
+            "name": "ce-1",
+            "machineType": f"zones/{zone}/machineTypes/ct6e-standard-4t",
+            "scheduling": {"provisioningModel": "SPOT"},
+        },
+    )
     assert op["kind"] == "compute#operation" and op["status"] == "RUNNING"
     assert _ce(api, "GET", api.instance(zone, "ce-1"))["status"] == "PROVISIONING"
     assert _ce(api, "POST", f"{base}/operations/{op['name']}/wait")["status"] == "DONE"
@@ -343,15 +396,24 @@ def test_compute_engine_tpu_instances_insert_wait_list_preempt_and_delete(api):
     assert _ce(api, "GET", f"{base}/instances")["items"] == []
 
 
-@pytest.mark.parametrize("zone, body, message", [
-    ("us-central1-a", {"name": "x", "machineType": "ct6e-standard-4t"}, "not available in zone us-central1-a"),
-    ("us-east5-a", {"name": "x", "machineType": "n2-standard-8"}, "not a TPU machine type"),
-    ("us-east5-a", {"name": "X!", "machineType": "ct6e-standard-4t"}, "lowercase"),
-    ("us-east5-a", {"name": "x", "machineType": "ct6e-standard-4t", "scheduling": {"provisioningModel": "CHEAP"}},
-     "provisioningModel"),
-    ("us-east5-a", {"name": "x", "machineType": "ct6e-standard-4t",
-                    "scheduling": {"provisioningModel": "RESERVATION_BOUND"}}, "reservationAffinity"),
-])
+@pytest.mark.parametrize(
+    "zone, body, message",
+    [
+        ("us-central1-a", {"name": "x", "machineType": "ct6e-standard-4t"}, "not available in zone us-central1-a"),
+        ("us-east5-a", {"name": "x", "machineType": "n2-standard-8"}, "not a TPU machine type"),
+        ("us-east5-a", {"name": "X!", "machineType": "ct6e-standard-4t"}, "lowercase"),
+        (
+            "us-east5-a",
+            {"name": "x", "machineType": "ct6e-standard-4t", "scheduling": {"provisioningModel": "CHEAP"}},
+            "provisioningModel",
+        ),
+        (
+            "us-east5-a",
+            {"name": "x", "machineType": "ct6e-standard-4t", "scheduling": {"provisioningModel": "RESERVATION_BOUND"}},
+            "reservationAffinity",
+        ),
+    ],
+)
 def test_compute_engine_refuses_the_classic_mistakes(api, zone, body, message):
     with pytest.raises(urllib.error.HTTPError) as err:
         _ce(api, "POST", f"/compute/v1/projects/p/zones/{zone}/instances", body)
@@ -359,14 +421,25 @@ def test_compute_engine_refuses_the_classic_mistakes(api, zone, body, message):
 
 
 def test_compute_engine_serves_tpu7x_where_the_cloud_tpu_api_does_not(api):
-    op = _ce(api, "POST", "/compute/v1/projects/p/zones/us-central1-c/instances",
-             {"name": "ironwood", "machineType": "zones/us-central1-c/machineTypes/tpu7x-standard-4t",
-              "scheduling": {"provisioningModel": "FLEX_START", "instanceTerminationAction": "DELETE"}})
+    op = _ce(
+        api,
+        "POST",
+        "/compute/v1/projects/p/zones/us-central1-c/instances",
+        {
+            "name": "ironwood",
+            "machineType": "zones/us-central1-c/machineTypes/tpu7x-standard-4t",
+            "scheduling": {"provisioningModel": "FLEX_START", "instanceTerminationAction": "DELETE"},
+        },
+    )
     _ce(api, "POST", f"/compute/v1/projects/p/zones/us-central1-c/operations/{op['name']}/wait")
     api.preempt_instance("us-central1-c", "ironwood")  # DELETE: gone
     assert _ce(api, "GET", "/compute/v1/projects/p/zones/us-central1-c/instances")["items"] == []
     with pytest.raises(ValueError, match="not a SPOT or FLEX_START"):
-        _ce(api, "POST", "/compute/v1/projects/p/zones/us-central1-c/instances",
-            {"name": "standard", "machineType": "tpu7x-standard-4t"})
+        _ce(
+            api,
+            "POST",
+            "/compute/v1/projects/p/zones/us-central1-c/instances",
+            {"name": "standard", "machineType": "tpu7x-standard-4t"},
+        )
         api.settle()
         api.preempt_instance("us-central1-c", "standard")

@@ -7,8 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import run_python
-from tpututor import cost, strategy
-from tpututor import fakes
+from tpututor import cost, fakes, strategy
 
 
 class FakeTF:
@@ -44,15 +43,18 @@ class FakeTF:
 
         self.distribute = SimpleNamespace(
             cluster_resolver=SimpleNamespace(TPUClusterResolver=resolver),
-            TPUStrategy=lambda r: Strategy("tpu", 8), MirroredStrategy=mirrored,
-            get_strategy=lambda: Strategy("default", 1))
+            TPUStrategy=lambda r: Strategy("tpu", 8),
+            MirroredStrategy=mirrored,
+            get_strategy=lambda: Strategy("default", 1),
+        )
         self.tpu = SimpleNamespace(experimental=SimpleNamespace(initialize_tpu_system=initialize))
         self.config = SimpleNamespace(
             experimental_connect_to_cluster=lambda r: fake.calls.append(("connect", r.tpu)),
             list_physical_devices=lambda kind: ["gpu"] * gpus if kind == "GPU" else ["cpu"],
             set_logical_device_configuration=set_logical,
             LogicalDeviceConfiguration=lambda: object(),
-            list_logical_devices=lambda kind: [SimpleNamespace(name=n) for n in fake.logical])
+            list_logical_devices=lambda kind: [SimpleNamespace(name=n) for n in fake.logical],
+        )
 
 
 def test_a_tpu_vm_gets_tpu_strategy_through_the_local_resolver(fake):
@@ -64,8 +66,12 @@ def test_a_tpu_vm_gets_tpu_strategy_through_the_local_resolver(fake):
 
 
 def test_a_tpu_that_tensorflow_cannot_use_falls_back_and_says_why(fake):
-    machine = fakes.Machine("TPU VM with tensorflow-tpu but the TPU busy", pci=[("0x1ae0", "0x0063")] * 8,
-                            dev=[f"vfio/{i}" for i in range(8)], packages={"tensorflow-tpu": "2.20.0"})
+    machine = fakes.Machine(
+        "TPU VM with tensorflow-tpu but the TPU busy",
+        pci=[("0x1ae0", "0x0063")] * 8,
+        dev=[f"vfio/{i}" for i in range(8)],
+        packages={"tensorflow-tpu": "2.20.0"},
+    )
     chosen = strategy.choose(4, tf=FakeTF(tpu_ok=False), host=fake(machine))
     assert (chosen.kind, chosen.replicas) == ("cpu", 4)
     assert "TPUStrategy failed (RuntimeError: TPUs not found in the cluster.)" in chosen.reason
@@ -87,7 +93,9 @@ def test_gpus_get_mirrored_strategy(fake):
 def test_a_cpu_is_split_into_logical_replicas(fake):
     chosen = strategy.choose(3, tf=FakeTF(), host=fake("laptop-cpu"))
     assert (chosen.kind, chosen.replicas) == ("cpu", 3)
-    assert chosen.reason.endswith("MirroredStrategy over 3 logical CPU device(s) (split the CPU into 3 logical devices)")
+    assert chosen.reason.endswith(
+        "MirroredStrategy over 3 logical CPU device(s) (split the CPU into 3 logical devices)"
+    )
 
 
 def test_a_started_tensorflow_keeps_its_devices_and_says_so(fake):
@@ -107,7 +115,8 @@ def test_zero_replicas_is_a_clear_error():
 
 @pytest.mark.slow
 def test_the_real_cpu_path_gives_four_replicas_and_trains():
-    out = run_python("""
+    out = run_python(
+        """
         import numpy as np, keras
         from tpututor import strategy
         chosen = strategy.choose(4)
@@ -117,7 +126,10 @@ def test_the_real_cpu_path_gives_four_replicas_and_trains():
         x = np.ones((64, 4), "float32")
         model.fit(x, x.sum(1, keepdims=True), batch_size=16, epochs=1, verbose=0)
         print(chosen.kind, chosen.replicas, type(chosen.strategy).__name__)
-    """, env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3", "HOME": "/tmp"}, clean_env=True)
+    """,
+        env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3", "HOME": "/tmp"},
+        clean_env=True,
+    )
     assert out.split()[-3:] == ["cpu", "4", "MirroredStrategy"]
 
 
@@ -129,8 +141,10 @@ def test_chips_in_a_slice(name, chips):
     assert cost.chips_in(name) == chips
 
 
-@pytest.mark.parametrize("generation, chips, name", [("v5p", 4, "v5p-8"), ("v5p", 16, "v5p-32"), ("v6e", 16, "v6e-16"),
-                                                     ("v5e", 8, "v5litepod-8"), ("v4", 16, "v4-32")])
+@pytest.mark.parametrize(
+    "generation, chips, name",
+    [("v5p", 4, "v5p-8"), ("v5p", 16, "v5p-32"), ("v6e", 16, "v6e-16"), ("v5e", 8, "v5litepod-8"), ("v4", 16, "v4-32")],
+)
 def test_slice_name_is_the_inverse_of_chips_in(generation, chips, name):
     assert cost.slice_name(generation, chips) == name and cost.chips_in(name) == chips
     assert cost.slice_name("7x", 8) is None
@@ -138,7 +152,9 @@ def test_slice_name_is_the_inverse_of_chips_in(generation, chips, name):
         cost.slice_name("v5p", 0)
 
 
-@pytest.mark.parametrize("where, region", [("us-east5-a", "us-east5"), ("projects/p/locations/europe-west4-b/nodes/n", "europe-west4")])
+@pytest.mark.parametrize(
+    "where, region", [("us-east5-a", "us-east5"), ("projects/p/locations/europe-west4-b/nodes/n", "europe-west4")]
+)
 def test_region_of_a_zone_or_a_resource_name(where, region):
     assert cost.region_of(where) == region
     with pytest.raises(ValueError, match="is not a zone"):
@@ -148,13 +164,21 @@ def test_region_of_a_zone_or_a_resource_name(where, region):
 def test_estimate_is_chips_times_price_times_hours():
     e = cost.estimate("v6e-16", 2.5, hours=3)
     assert (e.per_hour, e.per_day, e.total) == (40.0, 960.0, 120.0)
-    assert e.line() == "v6e-16 (16 chips) at $2.50 per chip-hour: $40.00/hour, $960.00/day left running, $120.00 for 3 h"
+    assert (
+        e.line() == "v6e-16 (16 chips) at $2.50 per chip-hour: $40.00/hour, $960.00/day left running, $120.00 for 3 h"
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (("v9-8", 1.0), "not a TPU type"), (("v5e-8", -1.0), "non-negative"), (("v5e-8", float("nan")), "non-negative"),
-    (("v5e-8", "cheap"), "non-negative"), (("v5e-8", 1.0, -2), "non-negative"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("v9-8", 1.0), "not a TPU type"),
+        (("v5e-8", -1.0), "non-negative"),
+        (("v5e-8", float("nan")), "non-negative"),
+        (("v5e-8", "cheap"), "non-negative"),
+        (("v5e-8", 1.0, -2), "non-negative"),
+    ],
+)
 def test_bad_cost_inputs_are_clear_errors(args, message):
     with pytest.raises(ValueError, match=message):
         cost.estimate(*args)
@@ -162,7 +186,11 @@ def test_bad_cost_inputs_are_clear_errors(args, message):
 
 def test_every_price_row_names_its_source_and_the_date_it_was_read():
     rows = cost.prices()
-    assert {(p.chip, p.region) for p in rows} >= {("v5e", "us-central1"), ("v5p", "us-central1"), ("v6e", "us-central1")}
+    assert {(p.chip, p.region) for p in rows} >= {
+        ("v5e", "us-central1"),
+        ("v5p", "us-central1"),
+        ("v6e", "us-central1"),
+    }
     for p in rows:
         assert p.source.startswith("https://") and len(p.source_date) == 10 and p.source_date[:2] == "20"
         assert 0 < p.on_demand_usd < 20 and (p.spot_usd is None or 0 < p.spot_usd < p.on_demand_usd)
@@ -174,7 +202,11 @@ def test_estimate_without_a_price_uses_the_tables_row_and_says_so():
     assert e.price_per_chip_hour == row.on_demand_usd and e.total == 16 * row.on_demand_usd * 2
     assert "on-demand list price for v6e in us-central1" in e.basis and row.source_date in e.basis
     spot = cost.estimate("v5litepod-8", region="europe-west4", spot=True)
-    assert spot.price_per_chip_hour == cost.price("v5e", "europe-west4").spot_usd < cost.price("v5e", "europe-west4").on_demand_usd
+    assert (
+        spot.price_per_chip_hour
+        == cost.price("v5e", "europe-west4").spot_usd
+        < cost.price("v5e", "europe-west4").on_demand_usd
+    )
 
 
 def test_a_slice_name_finds_its_generations_price():
@@ -183,7 +215,10 @@ def test_a_slice_name_finds_its_generations_price():
 
 @pytest.mark.parametrize("chip, region", [("v4", "us-central1"), ("v6e", "mars-north1"), ("v4-32", "us-central1")])
 def test_a_price_the_table_lacks_is_a_clear_error_naming_the_fix(chip, region):
-    with pytest.raises(ValueError, match=r"no price for .* look it up on https://cloud.google.com/tpu/pricing and pass price_per_chip_hour="):
+    with pytest.raises(
+        ValueError,
+        match=r"no price for .* look it up on https://cloud.google.com/tpu/pricing and pass price_per_chip_hour=",
+    ):
         cost.price(chip, region)
     if "-" in chip:
         with pytest.raises(ValueError, match="price_per_chip_hour="):
@@ -194,11 +229,15 @@ def test_price_table_renders_every_row_with_its_source_and_status():
     table = cost.price_table()
     assert table.count("\n") == 1 + len(cost.prices()) and "skypilot-catalog" in table
     assert "**doubtful**" in table and "**unverified**" in table and "as read" in table
-    assert cost.price_table("europe-west4").count("europe-west4") == sum(p.region == "europe-west4" for p in cost.prices())
+    assert cost.price_table("europe-west4").count("europe-west4") == sum(
+        p.region == "europe-west4" for p in cost.prices()
+    )
 
 
 def test_a_committed_use_price_the_table_lacks_says_where_it_comes_from():
-    with pytest.raises(ValueError, match=r"no 1y committed-use price for v6e in us-central1.*sales.*pass price_per_chip_hour="):
+    with pytest.raises(
+        ValueError, match=r"no 1y committed-use price for v6e in us-central1.*sales.*pass price_per_chip_hour="
+    ):
         cost.price("v6e").per_chip_hour(commitment="1y")
     with pytest.raises(ValueError, match="price_per_chip_hour="):
         cost.estimate("v5litepod-8", hours=10, commitment="3y")
@@ -215,11 +254,17 @@ def test_a_committed_use_price_in_the_table_is_used_and_named_in_the_basis():
 
 def test_the_h100_is_priced_per_gpu_hour_per_region_with_its_source():
     gpus = [p for p in cost.prices() if p.kind == "gpu"]
-    assert {(p.chip, p.region) for p in gpus} >= {("H100", "us-central1"), ("H100", "us-east4"), ("H100", "europe-west4")}
+    assert {(p.chip, p.region) for p in gpus} >= {
+        ("H100", "us-central1"),
+        ("H100", "us-east4"),
+        ("H100", "europe-west4"),
+    }
     for p in gpus:
         assert p.source.startswith("https://") and "a3-highgpu-8g" in p.notes and "over 8 GPUs" in p.notes
         assert not p.trusted and "gpus-pricing" in p.notes, "no H100 row was checked against Google's GPU pricing page"
-    assert cost.price("H100", "us-central1").status == "doubtful" and "DOUBTFUL" in cost.price("H100", "us-central1").notes
+    assert (
+        cost.price("H100", "us-central1").status == "doubtful" and "DOUBTFUL" in cost.price("H100", "us-central1").notes
+    )
     assert all(p.trusted for p in cost.prices() if p.kind == "tpu")
     assert cost.price("H100", "us-east4").on_demand_usd == pytest.approx((78.37241 + 9.46006) / 8, rel=1e-4)
     with pytest.raises(ValueError, match="compute/gpus-pricing"):

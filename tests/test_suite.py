@@ -13,18 +13,28 @@ def _pytest(tmp_path, strict: bool) -> subprocess.CompletedProcess:
         "import importlib.util\n"
         f"spec = importlib.util.spec_from_file_location('suite_conftest', {str(ROOT / 'tests' / 'conftest.py')!r})\n"
         "suite = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(suite)\n"
-        "pytest_runtest_logreport, pytest_sessionfinish = suite.pytest_runtest_logreport, suite.pytest_sessionfinish\n")
-    (tmp_path / "test_planted.py").write_text("import pytest\n\ndef test_needs_a_thing():\n"
-                                              "    pytest.skip('the thing is not installed')\n")
+        "pytest_runtest_logreport, pytest_sessionfinish = suite.pytest_runtest_logreport, suite.pytest_sessionfinish\n"
+    )
+    (tmp_path / "test_planted.py").write_text(
+        "import pytest\n\ndef test_needs_a_thing():\n    pytest.skip('the thing is not installed')\n"
+    )
     env = {**os.environ, "TPUTUTOR_STRICT_SKIPS": "1" if strict else "0"}
-    return subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    return subprocess.run(
+        [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_a_full_run_fails_when_a_test_skips_that_is_not_expected_to(tmp_path):
     out = _pytest(tmp_path, strict=True)
     assert out.returncode == 1, out.stdout
-    assert "expected to run here" in out.stdout and "test_needs_a_thing: Skipped: the thing is not installed" in out.stdout
+    assert (
+        "expected to run here" in out.stdout and "test_needs_a_thing: Skipped: the thing is not installed" in out.stdout
+    )
 
 
 def test_outside_make_test_a_skip_is_only_a_skip(tmp_path):

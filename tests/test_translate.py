@@ -163,8 +163,11 @@ def test_a_revised_translation_replaces_the_english_again(toy):
 
 
 def test_an_untranslated_cell_shows_the_english_with_a_note(toy):
-    edit_english(toy, "```{code-cell} ipython3\nprint(n + n)\n```\n",
-                 "```{code-cell} ipython3\nprint(n + n)\n```\n\nA closing remark about HBM.\n")
+    edit_english(
+        toy,
+        "```{code-cell} ipython3\nprint(n + n)\n```\n",
+        "```{code-cell} ipython3\nprint(n + n)\n```\n\nA closing remark about HBM.\n",
+    )
     translate.update("ko", root=toy)
     cell = korean(toy).cells[-1].source
     assert cell == translate.MISSING_NOTE["ko"] + "\n\nA closing remark about HBM."
@@ -176,8 +179,9 @@ def test_the_glossary_flags_a_term_the_translation_writes_another_way():
     assert glossary.violations("Run it on a TPU.", "텐서 처리 장치에서 실행합니다.") == ["TPU -> TPU"]
     assert glossary.violations("sharding over devices", "분할") == ["sharding -> 샤딩"]
     assert glossary.violations("the jitted function", "jit된 함수") == [], "a longer word is not the term"
-    assert glossary.violations("call `shard_map(f, mesh)` on a [sharding guide](https://x.y)", "호출합니다") == [], \
+    assert glossary.violations("call `shard_map(f, mesh)` on a [sharding guide](https://x.y)", "호출합니다") == [], (
         "code and the titles of cited sources are not prose"
+    )
     assert glossary.violations("the sharding\nof it", "그 샤\n딩") == ["sharding -> 샤딩"]
     assert glossary.violations("sharding", "샤딩") == []
     longer = translate.Glossary({"gradient": "그래디언트", "gradient descent": "경사 하강법"})

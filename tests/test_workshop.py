@@ -9,10 +9,9 @@ import subprocess
 import nbformat
 import pytest
 
-from conftest import CATALOG, LESSONS as LESSON_MDS, NOTEBOOKS, PYTHON, ROOT
-from tpututor import check, lessons, preflight
-from tpututor import exercises
-from tpututor import fakes
+from conftest import CATALOG, NOTEBOOKS, PYTHON, ROOT
+from conftest import LESSONS as LESSON_MDS
+from tpututor import check, exercises, fakes, lessons, preflight
 from tpututor_course import catalog, runner, student, workshop
 
 LESSONS = runner.discover(NOTEBOOKS)
@@ -24,8 +23,15 @@ def test_stub_replaces_answers_and_keeps_signatures():
     source = 'import math\nx = 2 * 3\na, b = 1, 2\ndef f(n):\n    """Say n."""\n    return n + 1\nprint(x)\n'
     stub = student.stub_source(source)
     ast.parse(stub)
-    assert stub.splitlines() == [student.STUB_HEADER, "import math", "x = ...", "(a, b) = ...",
-                                 "def f(n):", '    """Say n."""', "    ...  # your code here"]
+    assert stub.splitlines() == [
+        student.STUB_HEADER,
+        "import math",
+        "x = ...",
+        "(a, b) = ...",
+        "def f(n):",
+        '    """Say n."""',
+        "    ...  # your code here",
+    ]
 
 
 def test_a_stubbed_function_returns_none_so_checks_say_not_attempted(monkeypatch):
@@ -62,8 +68,9 @@ def test_build_writes_every_lesson_and_refuses_a_lesson_without_exercises(tmp_pa
     assert [p.name for p in written] == [p.name for p in LESSONS]
     bare = tmp_path / "bare"
     bare.mkdir()
-    (bare / "00_x.md").write_text("---\ntpututor:\n  title: X\n  minutes: 5\n  objectives: [x]\n"
-                                  "  needs: {note: a CPU}\n---\n# 00 · X\n")
+    (bare / "00_x.md").write_text(
+        "---\ntpututor:\n  title: X\n  minutes: 5\n  objectives: [x]\n  needs: {note: a CPU}\n---\n# 00 · X\n"
+    )
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), bare / "00_x.ipynb")
     with pytest.raises(ValueError, match="no cell tagged solution"):
         student.build(bare, tmp_path / "out")
@@ -79,11 +86,15 @@ def test_rehearsal_forgets_the_answer_runs_the_stub_and_records_the_verdict(monk
 
     monkeypatch.setattr(check, "RESULTS", [])
     monkeypatch.setenv(check.STRICT_ENV, "1")
-    pairs = [{"solution": "answer = 6 * 7", "check": "check.equal('e1', answer, 42, hint='h')"},
-             {"solution": "def helper(x):\n    return x", "check": "check.that('e2', lambda: helper(1) == 1, hint='h')"},
-             {"solution": "for k in range(3):\n    pass", "check": "check.equal('e3', k, 2, hint='h')"},
-             {"solution": "def helper(x):\n    return x",
-              "check": "check.that('e4', lambda: helper(1) == 1, hint='h', answer=helper)"}]
+    pairs = [
+        {"solution": "answer = 6 * 7", "check": "check.equal('e1', answer, 42, hint='h')"},
+        {"solution": "def helper(x):\n    return x", "check": "check.that('e2', lambda: helper(1) == 1, hint='h')"},
+        {"solution": "for k in range(3):\n    pass", "check": "check.equal('e3', k, 2, hint='h')"},
+        {
+            "solution": "def helper(x):\n    return x",
+            "check": "check.that('e4', lambda: helper(1) == 1, hint='h', answer=helper)",
+        },
+    ]
     verdicts = student.rehearse(Shell, __import__("json").dumps(pairs))
     assert verdicts[0]["statuses"] == ["not attempted"] and verdicts[0]["error"] is None
     assert verdicts[1]["statuses"] == ["failed"]  # the stub returns None: without answer= it says FAILED
@@ -94,9 +105,10 @@ def test_rehearsal_forgets_the_answer_runs_the_stub_and_records_the_verdict(monk
 
 
 def test_bound_names_are_what_a_cell_assigns_defines_and_loops_over():
-    assert student.bound_names("a, (b, *c) = f()\nd: int = 1\ne += 1\ndef g(): pass\nclass H: pass\n"
-                               "for i, j in x: pass\nwith open(p) as fh: pass\nimport os\nprint(z)\n") == [
-        "a", "b", "c", "d", "e", "g", "H", "i", "j", "fh"]
+    assert student.bound_names(
+        "a, (b, *c) = f()\nd: int = 1\ne += 1\ndef g(): pass\nclass H: pass\n"
+        "for i, j in x: pass\nwith open(p) as fh: pass\nimport os\nprint(z)\n"
+    ) == ["a", "b", "c", "d", "e", "g", "H", "i", "j", "fh"]
 
 
 # ----------------------------------------------------------------- progress
@@ -109,8 +121,10 @@ def test_progress_groups_the_latest_result_per_exercise_by_lesson(monkeypatch, c
     check.equal("00.2 b", ..., 1, hint="h")
     check.equal("01.1 c", 2, 1, hint="h")
     check.equal("01.1 c", 1, 1, hint="h")
-    assert check.progress() == {"00": {"passed": 1, "failed": 0, "not attempted": 1},
-                                "01": {"passed": 1, "failed": 0, "not attempted": 0}}
+    assert check.progress() == {
+        "00": {"passed": 1, "failed": 0, "not attempted": 1},
+        "01": {"passed": 1, "failed": 0, "not attempted": 0},
+    }
     capsys.readouterr()
     assert check.report() is None  # printed, not returned: a notebook cell shows it once
     text = capsys.readouterr().out.strip()
@@ -127,8 +141,9 @@ def test_report_with_nothing_checked_says_so(monkeypatch):
 
 @pytest.mark.slow
 def test_preflight_passes_here():
-    out = subprocess.run([PYTHON, "-m", "tpututor", "doctor", "--preflight"], capture_output=True, text=True,
-                         timeout=600, cwd=ROOT)
+    out = subprocess.run(
+        [PYTHON, "-m", "tpututor", "doctor", "--preflight"], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().endswith("READY for the workshop")
     assert "FAIL" not in out.stdout and "WARN" not in out.stdout  # the course environment has everything
@@ -139,10 +154,15 @@ def no_clone():
 
 
 def test_preflight_fails_on_a_broken_machine_with_a_fix_per_failure(fake):
-    broken = fakes.Machine("a broken laptop", packages={"jax": "0.10.2", "torch-xla": "2.9.0"},
-                           files={"/proc/meminfo": "MemTotal: 2000000 kB\nMemAvailable: 1048576 kB\n"})
-    probes = {"jax": {"error": "ImportError: libstdc++.so.6: version `GLIBCXX_3.4.30' not found"},
-              "torch_xla": {"error": "undefined symbol: _ZN5torch8autograd"}}
+    broken = fakes.Machine(
+        "a broken laptop",
+        packages={"jax": "0.10.2", "torch-xla": "2.9.0"},
+        files={"/proc/meminfo": "MemTotal: 2000000 kB\nMemAvailable: 1048576 kB\n"},
+    )
+    probes = {
+        "jax": {"error": "ImportError: libstdc++.so.6: version `GLIBCXX_3.4.30' not found"},
+        "torch_xla": {"error": "undefined symbol: _ZN5torch8autograd"},
+    }
     checks = preflight.run(fake(broken), probes=probes, disk_free_gb=lambda: 0.5, clone=no_clone)
     by_name = {c.name: c for c in checks}
     assert by_name["jax"].status == "fail" and "reinstall" in by_name["jax"].fix
@@ -172,21 +192,29 @@ def test_preflight_catches_tpu_chips_that_jax_cannot_see(fake):
 
 
 def test_preflight_without_jax_fails_naming_the_install(fake):
-    checks = preflight.run(fake(fakes.Machine("empty", packages={})), probes={}, disk_free_gb=lambda: 50.0,
-                           clone=no_clone)
+    checks = preflight.run(
+        fake(fakes.Machine("empty", packages={})), probes={}, disk_free_gb=lambda: 50.0, clone=no_clone
+    )
     jax_check = next(c for c in checks if c.name == "jax")
     assert jax_check.status == "fail" and "tpututor[jax]" in jax_check.fix
     assert next(c for c in checks if c.name == "memory").status == "warn"  # no /proc/meminfo on this fake
 
 
 def test_preflight_on_colab_checks_the_open_lesson_not_a_clone(fake):
-    machine = fakes.Machine("Colab after a lesson's setup cell", env={**fakes.MACHINES["colab-v5e-1"].env,
-                            "TPUTUTOR_LESSON": "00_where_am_i"}, modules=["google.colab"],
-                            pci=fakes.MACHINES["colab-v5e-1"].pci, dev=fakes.MACHINES["colab-v5e-1"].dev,
-                            packages=fakes.COLAB_TPU_PACKAGES,
-                            files={"/proc/meminfo": "MemAvailable: 40000000 kB\n"})
-    probes = {"jax": {"devices": ["tpu:0"], "platform": "tpu", "device_kind": "TPU v5 lite"},
-              "torch": {"devices": ["cpu"], "platform": "cpu"}, "torch_xla": {"devices": ["TPU:0"], "platform": "tpu"}}
+    machine = fakes.Machine(
+        "Colab after a lesson's setup cell",
+        env={**fakes.MACHINES["colab-v5e-1"].env, "TPUTUTOR_LESSON": "00_where_am_i"},
+        modules=["google.colab"],
+        pci=fakes.MACHINES["colab-v5e-1"].pci,
+        dev=fakes.MACHINES["colab-v5e-1"].dev,
+        packages=fakes.COLAB_TPU_PACKAGES,
+        files={"/proc/meminfo": "MemAvailable: 40000000 kB\n"},
+    )
+    probes = {
+        "jax": {"devices": ["tpu:0"], "platform": "tpu", "device_kind": "TPU v5 lite"},
+        "torch": {"devices": ["cpu"], "platform": "cpu"},
+        "torch_xla": {"devices": ["TPU:0"], "platform": "tpu"},
+    }
     checks = preflight.run(fake(machine), probes=probes, disk_free_gb=lambda: 50.0, clone=no_clone)
     by_name = {c.name: c for c in checks}
     assert by_name["lesson"].status == "ok" and "Where am I running?" in by_name["lesson"].detail
@@ -198,8 +226,7 @@ def test_preflight_on_colab_checks_the_open_lesson_not_a_clone(fake):
 def test_preflight_for_a_lesson_requires_its_imports(fake):
     probes = {"jax": {"devices": ["cpu:0"], "platform": "cpu"}}
     lesson = next(stem for stem, e in lessons.table().items() if "torch_xla" in e["imports"])
-    checks = preflight.run(fake("laptop-cpu"), probes=probes, disk_free_gb=lambda: 50.0, lesson=lesson,
-                           clone=no_clone)
+    checks = preflight.run(fake("laptop-cpu"), probes=probes, disk_free_gb=lambda: 50.0, lesson=lesson, clone=no_clone)
     assert next(c for c in checks if c.name == "torch_xla").status == "fail"
     unknown = preflight.run(fake("laptop-cpu"), probes=probes, lesson="99_nothing", clone=no_clone)
     assert unknown[-1].status == "fail" and "choose one of" in unknown[-1].fix
@@ -218,11 +245,14 @@ def test_every_lesson_declares_what_the_guide_needs():
 def test_the_estimating_rule_counts_prose_cells_code_and_exercises(tmp_path):
     lesson = tmp_path / "00_x.md"
     words = " ".join(["word"] * 300)
-    lesson.write_text("---\ntpututor:\n  title: X\n  minutes: 5\n---\n\n# 00 · X\n\n" + words
-                      + " [a link](https://example.com/a/long/address)\n\n```{code-cell} ipython3\n"
-                      + "# Setup (the same cell in every lesson): ...\nimport tpututor\n```\n\n```{code-cell} ipython3\n"
-                      + "\n".join(f"x{i} = {i}" for i in range(58))
-                      + '\ncheck.that("00.1 x", ok)\n```\n\n```python\nnot = "counted"\n```\n')
+    lesson.write_text(
+        "---\ntpututor:\n  title: X\n  minutes: 5\n---\n\n# 00 · X\n\n"
+        + words
+        + " [a link](https://example.com/a/long/address)\n\n```{code-cell} ipython3\n"
+        + "# Setup (the same cell in every lesson): ...\nimport tpututor\n```\n\n```{code-cell} ipython3\n"
+        + "\n".join(f"x{i} = {i}" for i in range(58))
+        + '\ncheck.that("00.1 x", ok)\n```\n\n```python\nnot = "counted"\n```\n'
+    )
     found = catalog.estimate(lesson)
     assert (found.words, found.code_cells, found.code_lines, found.exercises) == (305, 2, 59, 1)
     # 300 words, 3 in the heading, 2 in the link's text (not its address); 305/150 + 2 x 0.5 + 59/30 + 8 = 13.0 minutes, rounded to 15
@@ -232,8 +262,10 @@ def test_the_estimating_rule_counts_prose_cells_code_and_exercises(tmp_path):
 def test_each_lessons_minutes_follow_the_estimating_rule():
     off = {lesson.stem: (lesson.minutes, catalog.estimate(lesson.path).minutes) for lesson in CATALOG}
     off = {stem: pair for stem, pair in off.items() if abs(pair[0] - pair[1]) > 0.15 * pair[1]}
-    assert not off, ("(stated, estimated) minutes that disagree by over 15% (docs/writing_a_lesson.md: set "
-                     f"minutes to the estimate, then make badges): {off}")
+    assert not off, (
+        "(stated, estimated) minutes that disagree by over 15% (docs/writing_a_lesson.md: set "
+        f"minutes to the estimate, then make badges): {off}"
+    )
 
 
 def test_the_shipped_lesson_table_matches_the_front_matter():
@@ -264,22 +296,26 @@ def test_the_korean_guide_is_in_sync_with_the_korean_lessons_and_the_timings():
     assert [lesson.stem for lesson in korean] == [lesson.stem for lesson in CATALOG], "run make translations"
     expected = workshop.guide(korean, timings, "ko")
     assert (ROOT / "docs" / "workshop.ko.md").read_text() == expected, (
-        "run python -m tpututor_course workshop (after make translations)")
+        "run python -m tpututor_course workshop (after make translations)"
+    )
     for lesson in korean:  # the Korean titles and objectives, from the Korean front matter
         assert f"### {lesson.heading}" in expected and all(f"  - {goal}" in expected for goal in lesson.objectives)
 
 
 def test_every_translated_guide_says_every_situation_and_runtime_in_its_language():
     situations = {m.description for m in fakes.MACHINES.values()} | {
-        "a Cloud TPU VM where JAX starts on the CPU", "torch_xla beside a torch it was not built for",
-        "a TPU type in the environment but no chip visible"}
+        "a Cloud TPU VM where JAX starts on the CPU",
+        "torch_xla beside a torch it was not built for",
+        "a TPU type in the environment but no chip visible",
+    }
     for lang, text in workshop.TEXT.items():
         assert text.keys() == workshop.TEXT["en"].keys(), lang
         assert text["runtime"].keys() == catalog.DEVICES.keys(), lang
         assert len(text["more_failures"]) == len(workshop.TEXT["en"]["more_failures"]), lang
         if lang != "en":
             assert not situations - text["situations"].keys(), (
-                f"workshop.TEXT[{lang!r}]['situations'] lacks a translation of {situations - text['situations'].keys()}")
+                f"workshop.TEXT[{lang!r}]['situations'] lacks a translation of {situations - text['situations'].keys()}"
+            )
 
 
 def test_agendas_fit_their_day_and_the_whole_course_covers_every_lesson():

@@ -30,8 +30,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import jax
 from jax.experimental import mesh_utils, topologies
@@ -69,23 +70,32 @@ def available() -> str | None:
     that JAX; ``make`` installs it for the course). A Colab or Kaggle TPU runtime already has it.
     """
     if importlib.util.find_spec("libtpu") is None:
-        return ("the TPU compiler (libtpu) is not installed: pip install \"jax[tpu]=="
-                f"{jax.__version__}\" adds the one built for this JAX")
+        return (
+            'the TPU compiler (libtpu) is not installed: pip install "jax[tpu]=='
+            f'{jax.__version__}" adds the one built for this JAX'
+        )
     # A pairing of JAX and libtpu can fail in ways that kill the process (JAX 0.7.2 with libtpu 0.0.21.1,
     # Colab's, describes slices but crashes with SIGSEGV when compiling for one), so the first compile is
     # tried in a separate interpreter.
     env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
     try:
-        done = subprocess.run([sys.executable, "-c", "import tpututor.aot as a; a.probe()"], capture_output=True,
-                              text=True, timeout=180, env=env)
+        done = subprocess.run(
+            [sys.executable, "-c", "import tpututor.aot as a; a.probe()"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         return "compiling a small program for a TPU took over 180 s here: the TPU compiler cells are skipped"
     if done.returncode != 0:
         tail = [ln for ln in done.stderr.splitlines() if ln.strip() and "RAW:" not in ln][-1:] or [""]
         libtpu = dist_version("libtpu") or "?"
-        return (f"JAX {jax.__version__} with libtpu {libtpu} cannot compile for a TPU here (a test compile "
-                f"{'crashed, signal ' + str(-done.returncode) if done.returncode < 0 else 'exited ' + str(done.returncode)}"
-                f"{': ' + tail[0][:200] if tail[0] else ''}); JAX 0.8 or later with its own libtpu can")
+        return (
+            f"JAX {jax.__version__} with libtpu {libtpu} cannot compile for a TPU here (a test compile "
+            f"{'crashed, signal ' + str(-done.returncode) if done.returncode < 0 else 'exited ' + str(done.returncode)}"
+            f"{': ' + tail[0][:200] if tail[0] else ''}); JAX 0.8 or later with its own libtpu can"
+        )
     return None
 
 
@@ -102,8 +112,12 @@ def probe() -> None:
 # lockfile"): a compiler that drives no chip need not hold it (ALLOW_MULTIPLE_LIBTPU_LOAD). Set only
 # while it starts, then put back, so that nothing else in the process (tpututor.runtime.detect, a real
 # TPU runtime started later) takes this machine for a TPU VM or skips the lock.
-_QUIET_START = {"TPU_WORKER_HOSTNAMES": "localhost", "TPU_ACCELERATOR_TYPE": "v5litepod-8", "TPU_SKIP_MDS_QUERY": "1",
-                "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+_QUIET_START = {
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "TPU_ACCELERATOR_TYPE": "v5litepod-8",
+    "TPU_SKIP_MDS_QUERY": "1",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+}
 
 
 @functools.lru_cache(maxsize=32)
@@ -113,8 +127,9 @@ def topology(name: str):
     saved = {k: os.environ.get(k) for k in _QUIET_START}
     os.environ.update({k: v for k, v in _QUIET_START.items() if saved[k] is None})
     try:
-        return topologies.get_topology_desc(topology_name=spec.topology, platform="tpu",
-                                            chips_per_host_bounds=list(spec.host_bounds))
+        return topologies.get_topology_desc(
+            topology_name=spec.topology, platform="tpu", chips_per_host_bounds=list(spec.host_bounds)
+        )
     finally:
         for k, v in saved.items():
             if v is None:
@@ -132,8 +147,9 @@ def mesh(name: str, axes: Mapping[str, int] | None = None) -> Mesh:
     for size in axes.values():
         n *= size
     if n != spec.devices:
-        raise ValueError(f"mesh axes {axes} make {n} devices, but {spec.describe()}: make the sizes multiply "
-                         f"to {spec.devices}")
+        raise ValueError(
+            f"mesh axes {axes} make {n} devices, but {spec.describe()}: make the sizes multiply to {spec.devices}"
+        )
     # create_device_mesh orders the devices by their torus coordinates, as jax.make_mesh does on a slice
     grid = mesh_utils.create_device_mesh(tuple(axes.values()), devices=topology(name).devices)
     return Mesh(grid, tuple(axes))
@@ -160,8 +176,7 @@ class Compiled:
     def bytes_per_device(self) -> int:
         """HBM the program holds on each device at its peak: arguments + outputs + temporaries, less aliased."""
         m = self.memory
-        return (m.get("argument_size", 0) + m.get("output_size", 0) + m.get("temp_size", 0)
-                - m.get("alias_size", 0))
+        return m.get("argument_size", 0) + m.get("output_size", 0) + m.get("temp_size", 0) - m.get("alias_size", 0)
 
     @property
     def hbm_per_device(self) -> float:
@@ -178,10 +193,12 @@ class Compiled:
 
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.collectives.items())) or "none"
-        return (f"{self.slice.name} ({self.slice.devices} devices, {self.slice.hosts} host"
-                f"{'s' if self.slice.hosts > 1 else ''}): {gib(self.bytes_per_device):.3g} GiB per device of "
-                f"{gib(self.hbm_per_device):.3g} GiB HBM ({'fits' if self.fits else 'does NOT fit'}); "
-                f"collectives: {kinds}; compiled in {self.seconds:.1f} s")
+        return (
+            f"{self.slice.name} ({self.slice.devices} devices, {self.slice.hosts} host"
+            f"{'s' if self.slice.hosts > 1 else ''}): {gib(self.bytes_per_device):.3g} GiB per device of "
+            f"{gib(self.hbm_per_device):.3g} GiB HBM ({'fits' if self.fits else 'does NOT fit'}); "
+            f"collectives: {kinds}; compiled in {self.seconds:.1f} s"
+        )
 
 
 def compile(fn: Callable, *args, slice: str, **jit_kwargs) -> Compiled:  # noqa: A001 - the verb is the API's
@@ -213,5 +230,11 @@ def compile(fn: Callable, *args, slice: str, **jit_kwargs) -> Compiled:  # noqa:
         raise CompileError(spec.name, str(e)) from e
     seconds = time.perf_counter() - start
     text = compiled.as_text()
-    return Compiled(slice=spec, hlo=text, memory=hlo.memory_record(compiled), cost=hlo.cost_record(compiled),
-                    seconds=seconds, collectives=hlo.summarize(text).collectives)
+    return Compiled(
+        slice=spec,
+        hlo=text,
+        memory=hlo.memory_record(compiled),
+        cost=hlo.cost_record(compiled),
+        seconds=seconds,
+        collectives=hlo.summarize(text).collectives,
+    )

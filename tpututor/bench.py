@@ -29,14 +29,30 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from . import frameworks, hardware, roofline
 
-__all__ = ["Record", "UnsupportedError", "FRAMEWORKS", "DTYPES", "OPS", "run", "matmul", "sweep",
-           "jax_function", "time_calls", "time_alternating", "available", "check_dtype", "table", "AUTO_TARGET_SECONDS",
-           "AUTO_MAX_CALLS"]
+__all__ = [
+    "Record",
+    "UnsupportedError",
+    "FRAMEWORKS",
+    "DTYPES",
+    "OPS",
+    "run",
+    "matmul",
+    "sweep",
+    "jax_function",
+    "time_calls",
+    "time_alternating",
+    "available",
+    "check_dtype",
+    "table",
+    "AUTO_TARGET_SECONDS",
+    "AUTO_MAX_CALLS",
+]
 
 FRAMEWORKS = ("jax", "numpy", "torch", "torch_xla", "tensorflow")
 DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
@@ -89,6 +105,7 @@ class Record:
 
 # --------------------------------------------------------------------------- ops
 
+
 @dataclass(frozen=True)
 class Op:
     name: str
@@ -99,16 +116,25 @@ class Op:
 
 
 OPS: dict[str, Op] = {
-    "matmul": Op("matmul", lambda a, b: a @ b, lambda m, k, n: [(m, k), (k, n)],
-                 roofline.matmul_flops,
-                 lambda m, k, n, dt: roofline.matmul_bytes(m, k, n, dt, "int32" if dt == "int8" else dt)),
-    "add": Op("add", lambda a, b: a + b, lambda m, k, n: [(m, n), (m, n)],
-              lambda m, k, n: roofline.elementwise_flops(m * n),
-              lambda m, k, n, dt: roofline.elementwise_bytes(m * n, 2, 1, dt)),
+    "matmul": Op(
+        "matmul",
+        lambda a, b: a @ b,
+        lambda m, k, n: [(m, k), (k, n)],
+        roofline.matmul_flops,
+        lambda m, k, n, dt: roofline.matmul_bytes(m, k, n, dt, "int32" if dt == "int8" else dt),
+    ),
+    "add": Op(
+        "add",
+        lambda a, b: a + b,
+        lambda m, k, n: [(m, n), (m, n)],
+        lambda m, k, n: roofline.elementwise_flops(m * n),
+        lambda m, k, n, dt: roofline.elementwise_bytes(m * n, 2, 1, dt),
+    ),
 }
 
 
 # --------------------------------------------------------------------------- timing
+
 
 def _check_calls(calls: int | str) -> None:
     if calls == "auto":
@@ -117,8 +143,9 @@ def _check_calls(calls: int | str) -> None:
         raise ValueError(f"calls must be a whole number of at least 1 or 'auto', got {calls!r}")
 
 
-def _timed(call: Callable[[], Any], sync: Callable[[Any], Any], warmup: int, repeats: int,
-           calls: int | str) -> tuple[float, list[float], int]:
+def _timed(
+    call: Callable[[], Any], sync: Callable[[Any], Any], warmup: int, repeats: int, calls: int | str
+) -> tuple[float, list[float], int]:
     """(first call seconds, seconds per call of each timed run, calls per timed run)."""
     if not isinstance(repeats, int) or not isinstance(warmup, int) or repeats < 1 or warmup < 1:
         raise ValueError(f"repeats and warmup must be at least 1, got repeats={repeats}, warmup={warmup}")
@@ -153,8 +180,9 @@ def _timed(call: Callable[[], Any], sync: Callable[[Any], Any], warmup: int, rep
     return first, times, k
 
 
-def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], *, warmup: int = 1,
-               repeats: int = 5, calls: int | str = 1) -> tuple[float, list[float]]:
+def time_calls(
+    call: Callable[[], Any], sync: Callable[[Any], Any], *, warmup: int = 1, repeats: int = 5, calls: int | str = 1
+) -> tuple[float, list[float]]:
     """Time ``call`` until ``sync`` says the device is done: (first call seconds, timed seconds).
 
     The first call (which may compile) is timed on its own and counts as one
@@ -167,8 +195,9 @@ def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], *, warmup: i
     return first, times
 
 
-def time_alternating(calls: Mapping[str, Callable[[], Any]], sync: Callable[[Any], Any], *,
-                     warmup: int = 1, repeats: int = 5) -> dict[str, list[float]]:
+def time_alternating(
+    calls: Mapping[str, Callable[[], Any]], sync: Callable[[Any], Any], *, warmup: int = 1, repeats: int = 5
+) -> dict[str, list[float]]:
     """Time several calls taking turns: {name: timed seconds}, one figure per round each.
 
     Each call gets ``warmup`` untimed runs first. Then every round times each call
@@ -186,7 +215,7 @@ def time_alternating(calls: Mapping[str, Callable[[], Any]], sync: Callable[[Any
             sync(calls[name]())
     times: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(repeats):
-        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             t0 = time.perf_counter()
             sync(calls[name]())
             times[name].append(time.perf_counter() - t0)
@@ -194,6 +223,7 @@ def time_alternating(calls: Mapping[str, Callable[[], Any]], sync: Callable[[Any
 
 
 # --------------------------------------------------------------------------- backends
+
 
 @dataclass
 class _Prepared:
@@ -234,15 +264,17 @@ def _jax(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
             raise UnsupportedError(f"precision={precision!r} on {device.platform}: {str(exc).splitlines()[0]}") from exc
         raise
     compile_s = time.perf_counter() - t0
-    return _Prepared(lambda: compiled(*arrays), jax.block_until_ready, device.device_kind,
-                     device.platform, compile_s, tuple(arrays))
+    return _Prepared(
+        lambda: compiled(*arrays), jax.block_until_ready, device.device_kind, device.platform, compile_s, tuple(arrays)
+    )
 
 
 def _numpy(op: Op, shapes, dtype: str, precision: str | None) -> _Prepared:
     np = _load("numpy")
     if dtype not in ("float32", "float64"):
-        raise UnsupportedError(f"NumPy has no fast {dtype} matmul (no bfloat16; int8 overflows); "
-                               "use float32 or float64")
+        raise UnsupportedError(
+            f"NumPy has no fast {dtype} matmul (no bfloat16; int8 overflows); use float32 or float64"
+        )
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
     return _Prepared(lambda: op.fn(*arrays), lambda r: r, "cpu", "cpu", inputs=tuple(arrays))
@@ -329,7 +361,8 @@ def _tensorflow_kind(tf, platform: str) -> str:
     """A device kind the chip table knows: TF names a TPU device only "TPU", so ask tpututor.runtime."""
     if platform == "gpu":
         return tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
-            "device_name", "GPU")
+            "device_name", "GPU"
+        )
     if platform == "tpu":
         from .runtime import detect_accelerator
 
@@ -339,7 +372,11 @@ def _tensorflow_kind(tf, platform: str) -> str:
 
 
 _BACKENDS: dict[str, Callable[..., _Prepared]] = {
-    "jax": _jax, "numpy": _numpy, "torch": _torch, "torch_xla": _torch_xla, "tensorflow": _tensorflow,
+    "jax": _jax,
+    "numpy": _numpy,
+    "torch": _torch,
+    "torch_xla": _torch_xla,
+    "tensorflow": _tensorflow,
 }
 
 
@@ -359,13 +396,15 @@ def _load(name: str):
 def check_dtype(dtype: str) -> str:
     """Normalise a dtype name; an unknown one is a ValueError listing the known ones."""
     name = {"bf16": "bfloat16", "f32": "float32", "fp32": "float32", "f16": "float16", "f64": "float64"}.get(
-        str(dtype).lower(), str(dtype).lower())
+        str(dtype).lower(), str(dtype).lower()
+    )
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     return name
 
 
 # --------------------------------------------------------------------------- peak
+
 
 @functools.lru_cache(maxsize=1)
 def _cpu_estimate() -> hardware.CpuEstimate:
@@ -390,6 +429,7 @@ def peak_for(device: str, platform: str, dtype: str) -> tuple[float | None, str]
 
 # --------------------------------------------------------------------------- api
 
+
 def _dims(size: int | Sequence[int]) -> tuple[int, int, int]:
     dims = (size, size, size) if isinstance(size, int) and not isinstance(size, bool) else tuple(size)
     if len(dims) != 3 or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in dims):
@@ -397,8 +437,17 @@ def _dims(size: int | Sequence[int]) -> tuple[int, int, int]:
     return dims  # type: ignore[return-value]
 
 
-def run(op: str, size: int | Sequence[int], dtype: str = "float32", framework: str = "jax", *,
-        repeats: int = 5, warmup: int = 1, precision: str | None = None, calls: int | str = 1) -> Record:
+def run(
+    op: str,
+    size: int | Sequence[int],
+    dtype: str = "float32",
+    framework: str = "jax",
+    *,
+    repeats: int = 5,
+    warmup: int = 1,
+    precision: str | None = None,
+    calls: int | str = 1,
+) -> Record:
     """Measure ``op`` ("matmul" or "add") at ``size`` (n, or (m, k, n)) in one framework.
 
     ``calls=1`` (blocked) times each call with its own wait; ``calls=k`` times k
@@ -424,14 +473,30 @@ def run(op: str, size: int | Sequence[int], dtype: str = "float32", framework: s
     flops, moved = spec.flops(m, k, n), spec.bytes(m, k, n, dtype)
     peak, basis = peak_for(prepared.device, prepared.platform, dtype)
     return Record(
-        framework=framework, device=prepared.device, platform=prepared.platform, op=op,
-        shapes=[list(s) for s in shapes], dtype=dtype, size=n if m == k == n else None,
-        seconds=median, min_seconds=min(times), max_seconds=max(times), repeats=repeats,
-        compile_seconds=prepared.compile_seconds, first_call_seconds=first,
-        flops=flops, bytes=moved, flops_per_s=flops / median, bytes_per_s=moved / median,
-        intensity=flops / moved, peak_flops=peak,
-        percent_of_peak=100 * flops / median / peak if peak else None, peak_basis=basis, times=times,
-        calls=per_run, timing="blocked" if per_run == 1 else "amortised",
+        framework=framework,
+        device=prepared.device,
+        platform=prepared.platform,
+        op=op,
+        shapes=[list(s) for s in shapes],
+        dtype=dtype,
+        size=n if m == k == n else None,
+        seconds=median,
+        min_seconds=min(times),
+        max_seconds=max(times),
+        repeats=repeats,
+        compile_seconds=prepared.compile_seconds,
+        first_call_seconds=first,
+        flops=flops,
+        bytes=moved,
+        flops_per_s=flops / median,
+        bytes_per_s=moved / median,
+        intensity=flops / moved,
+        peak_flops=peak,
+        percent_of_peak=100 * flops / median / peak if peak else None,
+        peak_basis=basis,
+        times=times,
+        calls=per_run,
+        timing="blocked" if per_run == 1 else "amortised",
     )
 
 
@@ -440,8 +505,17 @@ def matmul(size: int | Sequence[int], dtype: str = "float32", framework: str = "
     return run("matmul", size, dtype, framework, **kw)
 
 
-def jax_function(fn: Callable, *args, jit: bool = True, name: str | None = None, flops: float | None = None,
-                 bytes: float | None = None, repeats: int = 5, warmup: int = 1, calls: int | str = 1) -> Record:
+def jax_function(
+    fn: Callable,
+    *args,
+    jit: bool = True,
+    name: str | None = None,
+    flops: float | None = None,
+    bytes: float | None = None,
+    repeats: int = 5,
+    warmup: int = 1,
+    calls: int | str = 1,
+) -> Record:
     """Time any JAX function, compiled whole (``jit=True``) or run op by op as Python calls it.
 
     FLOPs and bytes default to XLA's cost analysis of the compiled function
@@ -469,19 +543,43 @@ def jax_function(fn: Callable, *args, jit: bool = True, name: str | None = None,
     dtype = str(leaves[0].dtype) if leaves else "-"
     peak, basis = peak_for(device.device_kind, device.platform, dtype if dtype in DTYPES else "float32")
     return Record(
-        framework="jax" if jit else "jax (op by op)", device=device.device_kind, platform=device.platform,
-        op=name or getattr(fn, "__name__", "function"), shapes=[list(getattr(a, "shape", ())) for a in leaves],
-        dtype=dtype, size=None, seconds=median, min_seconds=min(times), max_seconds=max(times),
-        repeats=repeats, compile_seconds=compile_s if jit else None, first_call_seconds=first,
-        flops=flops, bytes=moved, flops_per_s=flops / median, bytes_per_s=moved / median,
-        intensity=flops / moved if moved else 0.0, peak_flops=peak,
-        percent_of_peak=100 * flops / median / peak if peak and flops else None, peak_basis=basis, times=times,
-        calls=per_run, timing="blocked" if per_run == 1 else "amortised",
+        framework="jax" if jit else "jax (op by op)",
+        device=device.device_kind,
+        platform=device.platform,
+        op=name or getattr(fn, "__name__", "function"),
+        shapes=[list(getattr(a, "shape", ())) for a in leaves],
+        dtype=dtype,
+        size=None,
+        seconds=median,
+        min_seconds=min(times),
+        max_seconds=max(times),
+        repeats=repeats,
+        compile_seconds=compile_s if jit else None,
+        first_call_seconds=first,
+        flops=flops,
+        bytes=moved,
+        flops_per_s=flops / median,
+        bytes_per_s=moved / median,
+        intensity=flops / moved if moved else 0.0,
+        peak_flops=peak,
+        percent_of_peak=100 * flops / median / peak if peak and flops else None,
+        peak_basis=basis,
+        times=times,
+        calls=per_run,
+        timing="blocked" if per_run == 1 else "amortised",
     )
 
 
-def sweep(sizes: Iterable[int], dtypes: Iterable[str] = ("float32",), frameworks: Iterable[str] = ("jax",),
-          op: str = "matmul", *, progress: bool = True, skip_unsupported: bool = True, **kw) -> list[Record]:
+def sweep(
+    sizes: Iterable[int],
+    dtypes: Iterable[str] = ("float32",),
+    frameworks: Iterable[str] = ("jax",),
+    op: str = "matmul",
+    *,
+    progress: bool = True,
+    skip_unsupported: bool = True,
+    **kw,
+) -> list[Record]:
     """Measure every (framework, dtype, size); unsupported combinations are skipped with a note."""
     combos = [(f, d, s) for f in frameworks for d in dtypes for s in sizes]
     bar = combos
@@ -509,11 +607,24 @@ def table(records: Sequence[Record]) -> str:
     for r in records:
         size = str(r.size) if r.size else "x".join(map(str, r.shapes[0]))
         pct = f"{r.percent_of_peak:.1f}" if r.percent_of_peak is not None else "-"
-        rows.append((r.framework, r.device, r.op, size, r.dtype, f"{r.seconds * 1e3:.3f}",
-                     f"{r.min_seconds * 1e3:.2f}-{r.max_seconds * 1e3:.2f}", f"{r.flops_per_s / 1e9:,.1f}",
-                     f"{r.bytes_per_s / 1e9:,.1f}", pct) + ((str(r.calls),) if amortised else ()))
+        rows.append(
+            (
+                r.framework,
+                r.device,
+                r.op,
+                size,
+                r.dtype,
+                f"{r.seconds * 1e3:.3f}",
+                f"{r.min_seconds * 1e3:.2f}-{r.max_seconds * 1e3:.2f}",
+                f"{r.flops_per_s / 1e9:,.1f}",
+                f"{r.bytes_per_s / 1e9:,.1f}",
+                pct,
+            )
+            + ((str(r.calls),) if amortised else ())
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in rows]
+    lines = [
+        "  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -24,14 +24,31 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import validate
 
-__all__ = ["ExerciseFailed", "CheckBroken", "Result", "RESULTS", "LANGUAGES", "attempted", "equal", "close", "that",
-           "hint", "solution", "set_language", "language", "summary", "progress",
-           "report", "report_text"]
+__all__ = [
+    "ExerciseFailed",
+    "CheckBroken",
+    "Result",
+    "RESULTS",
+    "LANGUAGES",
+    "attempted",
+    "equal",
+    "close",
+    "that",
+    "hint",
+    "solution",
+    "set_language",
+    "language",
+    "summary",
+    "progress",
+    "report",
+    "report_text",
+]
 
 STRICT_ENV = "TPUTUTOR_STRICT_CHECKS"
 LANGUAGES = validate.LANGUAGES
@@ -230,8 +247,9 @@ def close(exercise: str, got: Any, expected: float, *, hint: str, rel: float = 1
         return _record(Result(exercise, "failed", _say("not a number", got=_short(got), hint=_say("hint", hint=hint))))
     if math.isclose(value, expected, rel_tol=rel):
         return _record(Result(exercise, "passed"))
-    return _record(Result(exercise, "failed", _say("off", got=f"{value:.4g}", rel=f"{rel:.0%}",
-                                                   hint=_say("hint", hint=hint))))
+    return _record(
+        Result(exercise, "failed", _say("off", got=f"{value:.4g}", rel=f"{rel:.0%}", hint=_say("hint", hint=hint)))
+    )
 
 
 class CheckBroken(RuntimeError):
@@ -267,7 +285,9 @@ def _learners(exc: BaseException, answers: tuple) -> bool:
                 a = inspect.unwrap(a)
             except ValueError:
                 pass
-            code = getattr(a, "__code__", None) or getattr(getattr(a, "__call__", None), "__code__", None)
+            code = getattr(a, "__code__", None) or getattr(
+                inspect.getattr_static(type(a), "__call__", None), "__code__", None
+            )
             todo = [code] if code is not None else []
             while todo:  # the function and everything defined inside it (closures, lambdas)
                 c = todo.pop()
@@ -309,8 +329,13 @@ def that(exercise: str, test: Callable[[], bool], *, hint: str, answer: Any = Tr
         ok = ...
     except Exception as exc:  # the learner's code raised: report it, do not crash the notebook
         if _learners(exc, answers):
-            return _record(Result(exercise, "failed", _seeded(
-                _say("raised", error=f"{type(exc).__name__}: {exc}", hint=_say("hint", hint=hint)), seed)))
+            return _record(
+                Result(
+                    exercise,
+                    "failed",
+                    _seeded(_say("raised", error=f"{type(exc).__name__}: {exc}", hint=_say("hint", hint=hint)), seed),
+                )
+            )
         return _broken(exercise, _say("check raised", error=f"{type(exc).__name__}: {exc}"))
     if not attempted(ok):
         return _record(Result(exercise, "not attempted", _say("fill exercise")))
@@ -353,8 +378,9 @@ def hint(exercise: str) -> None:
     n = _HINTS_SHOWN.get(entry.id, 0)
     shown = min(n, len(hints) - 1)
     _HINTS_SHOWN[entry.id] = n + 1
-    more = (_say("next hint", n=shown + 1, total=len(hints)) if shown + 1 < len(hints)
-            else _say("last hint", id=entry.id))
+    more = (
+        _say("next hint", n=shown + 1, total=len(hints)) if shown + 1 < len(hints) else _say("last hint", id=entry.id)
+    )
     print(_say("hint for", id=entry.id, more=more, hint=hints[shown]))
 
 

@@ -8,7 +8,8 @@ nbval and a learner's own kernel all see the same choice; a notebook's
 from __future__ import annotations
 
 import os
-from typing import Mapping, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 __all__ = ["PROFILES", "ENV_VAR", "profile", "choose"]
 

@@ -26,8 +26,21 @@ from functools import lru_cache
 from .hardware import data_rows, number
 from .runtime import parse_accelerator_type
 
-__all__ = ["Price", "Estimate", "prices", "price", "price_table", "estimate", "chips_in", "slice_name", "regions",
-           "region_of", "COMMITMENTS", "KRW_PER_USD", "to_krw"]
+__all__ = [
+    "Price",
+    "Estimate",
+    "prices",
+    "price",
+    "price_table",
+    "estimate",
+    "chips_in",
+    "slice_name",
+    "regions",
+    "region_of",
+    "COMMITMENTS",
+    "KRW_PER_USD",
+    "to_krw",
+]
 
 PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
 GPU_PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
@@ -59,8 +72,14 @@ def chips_in(accelerator_type: str) -> int:
     return parsed[1]
 
 
-_NAME_PREFIX = {"v5e": ("v5litepod", 1), "v6e": ("v6e", 1), "v5p": ("v5p", 2), "v4": ("v4", 2),
-                "v3": ("v3", 2), "v2": ("v2", 2)}
+_NAME_PREFIX = {
+    "v5e": ("v5litepod", 1),
+    "v6e": ("v6e", 1),
+    "v5p": ("v5p", 2),
+    "v4": ("v4", 2),
+    "v3": ("v3", 2),
+    "v2": ("v2", 2),
+}
 
 
 def slice_name(generation: str, chips: int) -> str | None:
@@ -80,7 +99,9 @@ def region_of(zone_or_name: str) -> str:
         text = text.split("/locations/", 1)[1].split("/", 1)[0]
     head, sep, tail = text.rpartition("-")
     if not sep or not head or len(tail) != 1 or not tail.isalpha():
-        raise ValueError(f"{zone_or_name!r} is not a zone like 'us-east5-a' (or a name under projects/*/locations/<zone>)")
+        raise ValueError(
+            f"{zone_or_name!r} is not a zone like 'us-east5-a' (or a name under projects/*/locations/<zone>)"
+        )
     return head
 
 
@@ -109,35 +130,51 @@ class Price:
         """On demand, ``spot=True``, or ``commitment="1y"``/``"3y"`` (committed use)."""
         if commitment is not None:
             if commitment not in COMMITMENTS:
-                raise ValueError(f"commitment must be one of {', '.join(COMMITMENTS)} (or None for on demand), "
-                                 f"got {commitment!r}")
+                raise ValueError(
+                    f"commitment must be one of {', '.join(COMMITMENTS)} (or None for on demand), got {commitment!r}"
+                )
             if spot:
                 raise ValueError("spot and a commitment do not combine: choose one")
             value = self.commit_1y_usd if commitment == "1y" else self.commit_3y_usd
             if value is None:
-                raise ValueError(f"no {commitment} committed-use price for {self.chip} in {self.region} in "
-                                 f"tpututor's table: not published on the pages read (the row's notes say "
-                                 f"which, and when); TPU committed-use discounts come with a reservation bought "
-                                 f"through Google Cloud sales ({CUD_PAGE}); pass price_per_chip_hour= from "
-                                 f"your contract or {PRICING_PAGE}")
+                raise ValueError(
+                    f"no {commitment} committed-use price for {self.chip} in {self.region} in "
+                    f"tpututor's table: not published on the pages read (the row's notes say "
+                    f"which, and when); TPU committed-use discounts come with a reservation bought "
+                    f"through Google Cloud sales ({CUD_PAGE}); pass price_per_chip_hour= from "
+                    f"your contract or {PRICING_PAGE}"
+                )
             return value
         if spot and self.spot_usd is None:
-            raise ValueError(f"no spot price for {self.chip} in {self.region} in the table; "
-                             f"pass price_per_chip_hour= from {PRICING_PAGE}")
+            raise ValueError(
+                f"no spot price for {self.chip} in {self.region} in the table; "
+                f"pass price_per_chip_hour= from {PRICING_PAGE}"
+            )
         return self.spot_usd if spot else self.on_demand_usd
 
 
 def _row(r: dict[str, str], kind: str) -> Price:
-    return Price(r["chip"], r["region"], float(r["on_demand_usd"]), number(r["spot_usd"]), r["source"],
-                 r["source_date"], r.get("notes", ""), number(r.get("commit_1y_usd") or ""),
-                 number(r.get("commit_3y_usd") or ""), kind, (r.get("status") or "").strip())
+    return Price(
+        r["chip"],
+        r["region"],
+        float(r["on_demand_usd"]),
+        number(r["spot_usd"]),
+        r["source"],
+        r["source_date"],
+        r.get("notes", ""),
+        number(r.get("commit_1y_usd") or ""),
+        number(r.get("commit_3y_usd") or ""),
+        kind,
+        (r.get("status") or "").strip(),
+    )
 
 
 @lru_cache(maxsize=1)
 def prices() -> tuple[Price, ...]:
     """Every row of the price tables: TPUs (``data/tpu_prices.csv``), then GPUs (``data/gpu_prices.csv``)."""
-    return (tuple(_row(r, "tpu") for r in data_rows("tpu_prices.csv"))
-            + tuple(_row(r, "gpu") for r in data_rows("gpu_prices.csv")))
+    return tuple(_row(r, "tpu") for r in data_rows("tpu_prices.csv")) + tuple(
+        _row(r, "gpu") for r in data_rows("gpu_prices.csv")
+    )
 
 
 def regions(chip: str | None = None) -> list[str]:
@@ -165,8 +202,10 @@ def price(chip: str, region: str = "us-central1") -> Price:
     have = sorted({(p.chip, p.region) for p in prices()})
     listed = ", ".join(f"{c} in {r}" for c, r in have)
     page = GPU_PRICING_PAGE if any(p.chip == generation and p.kind == "gpu" for p in prices()) else PRICING_PAGE
-    raise ValueError(f"no price for {chip!r} in {region!r} in tpututor's table (it has {listed}); "
-                     f"look it up on {page} and pass price_per_chip_hour=")
+    raise ValueError(
+        f"no price for {chip!r} in {region!r} in tpututor's table (it has {listed}); "
+        f"look it up on {page} and pass price_per_chip_hour="
+    )
 
 
 def _label(url: str) -> str:
@@ -180,17 +219,22 @@ def _label(url: str) -> str:
 def price_table(region: str | None = None, kind: str | None = None) -> str:
     """The price table as Markdown (TPUs per chip-hour, GPUs per GPU-hour), with each row's source
     and the date it was read; ``kind="tpu"`` or ``"gpu"`` keeps one kind."""
-    lines = ["| chip | region | on demand, USD per chip-hour | spot | 1-year commitment | 3-year commitment | read | "
-             "status | source |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| chip | region | on demand, USD per chip-hour | spot | 1-year commitment | 3-year commitment | read | "
+        "status | source |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
 
     def cell(value: float | None) -> str:
         return f"{value:.2f}" if value is not None else "–"
 
     for p in prices():
         if (region is None or p.region == region) and (kind is None or p.kind == kind):
-            lines.append(f"| {p.chip} | {p.region} | {p.on_demand_usd:.2f} | {cell(p.spot_usd)} | "
-                         f"{cell(p.commit_1y_usd)} | {cell(p.commit_3y_usd)} | {p.source_date} | "
-                         f"{('**' + p.status + '**') if p.status else 'as read'} | [{_label(p.source)}]({p.source}) |")
+            lines.append(
+                f"| {p.chip} | {p.region} | {p.on_demand_usd:.2f} | {cell(p.spot_usd)} | "
+                f"{cell(p.commit_1y_usd)} | {cell(p.commit_3y_usd)} | {p.source_date} | "
+                f"{('**' + p.status + '**') if p.status else 'as read'} | [{_label(p.source)}]({p.source}) |"
+            )
     return "\n".join(lines)
 
 
@@ -216,9 +260,11 @@ class Estimate:
         return self.per_hour * self.hours
 
     def line(self, currency: str = "$") -> str:
-        return (f"{self.accelerator_type} ({self.chips} chips) at {currency}{self.price_per_chip_hour:.2f} per chip-hour: "
-                f"{currency}{self.per_hour:,.2f}/hour, {currency}{self.per_day:,.2f}/day left running, "
-                f"{currency}{self.total:,.2f} for {self.hours:g} h")
+        return (
+            f"{self.accelerator_type} ({self.chips} chips) at {currency}{self.price_per_chip_hour:.2f} per chip-hour: "
+            f"{currency}{self.per_hour:,.2f}/hour, {currency}{self.per_day:,.2f}/day left running, "
+            f"{currency}{self.total:,.2f} for {self.hours:g} h"
+        )
 
 
 def _check_non_negative(name: str, value) -> None:
@@ -226,8 +272,15 @@ def _check_non_negative(name: str, value) -> None:
         raise ValueError(f"{name} must be a non-negative number, got {value!r}")
 
 
-def estimate(accelerator_type: str, price_per_chip_hour: float | None = None, hours: float = 1.0, *,
-             region: str = "us-central1", spot: bool = False, commitment: str | None = None) -> Estimate:
+def estimate(
+    accelerator_type: str,
+    price_per_chip_hour: float | None = None,
+    hours: float = 1.0,
+    *,
+    region: str = "us-central1",
+    spot: bool = False,
+    commitment: str | None = None,
+) -> Estimate:
     """Cost of ``hours`` on a slice.
 
     With ``price_per_chip_hour`` given, that price is used; without it, the table's list price

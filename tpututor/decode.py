@@ -33,18 +33,63 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from . import hardware, mfu, roofline
 from .validate import positive_ints
 
-__all__ = ["CacheFull", "SlotsFull", "PageTableError", "Cost", "kv_bytes_per_token", "matmul_weights", "weight_bytes",
-           "params_bytes", "memory_bytes", "max_batch", "decode_cost", "prefill_cost", "min_step_seconds", "critical_batch", "serving_params", "random_params",
-           "init_cache", "cache_bytes", "write_rows", "store_kv", "load_kv", "forward", "make_prefill", "make_step", "recompute_step", "check_fits",
-           "bucket", "generate", "greedy", "quantize_int8", "dequantize", "quantize_params", "dequantized_copies", "Request", "Batcher", "one_at_a_time", "check_page_table",
-           "pages_from_cache", "paged_attention", "contiguous_attention", "host_memory", "offload", "host_placement",
-           "SERVING_RULES", "serving_shardings", "cache_spec", "Endpoint", "serve"]
+__all__ = [
+    "CacheFull",
+    "SlotsFull",
+    "PageTableError",
+    "Cost",
+    "kv_bytes_per_token",
+    "matmul_weights",
+    "weight_bytes",
+    "params_bytes",
+    "memory_bytes",
+    "max_batch",
+    "decode_cost",
+    "prefill_cost",
+    "min_step_seconds",
+    "critical_batch",
+    "serving_params",
+    "random_params",
+    "init_cache",
+    "cache_bytes",
+    "write_rows",
+    "store_kv",
+    "load_kv",
+    "forward",
+    "make_prefill",
+    "make_step",
+    "recompute_step",
+    "check_fits",
+    "bucket",
+    "generate",
+    "greedy",
+    "quantize_int8",
+    "dequantize",
+    "quantize_params",
+    "dequantized_copies",
+    "Request",
+    "Batcher",
+    "one_at_a_time",
+    "check_page_table",
+    "pages_from_cache",
+    "paged_attention",
+    "contiguous_attention",
+    "host_memory",
+    "offload",
+    "host_placement",
+    "SERVING_RULES",
+    "serving_shardings",
+    "cache_spec",
+    "Endpoint",
+    "serve",
+]
 
 
 class CacheFull(ValueError):
@@ -61,6 +106,7 @@ class PageTableError(ValueError):
 
 # --------------------------------------------------------------------------- costs (no JAX)
 
+
 @dataclass(frozen=True)
 class Cost:
     """FLOPs and bytes of one step, read as the textbook minimum (every weight and cache entry read once)."""
@@ -73,15 +119,15 @@ class Cost:
         return self.flops / self.bytes
 
 
-
-
 def _kv_heads(cfg: Any, kv_heads: int | None) -> int:
     """The number of key/value heads: ``cfg.n_heads`` (multi-head attention) unless given (GQA, MQA)."""
     if kv_heads is None:
         return cfg.n_heads
     if not isinstance(kv_heads, int) or isinstance(kv_heads, bool) or kv_heads < 1 or cfg.n_heads % kv_heads:
-        raise ValueError(f"kv_heads must be a positive integer dividing n_heads={cfg.n_heads} (grouped-query "
-                         f"attention shares each key/value head among n_heads // kv_heads query heads), got {kv_heads!r}")
+        raise ValueError(
+            f"kv_heads must be a positive integer dividing n_heads={cfg.n_heads} (grouped-query "
+            f"attention shares each key/value head among n_heads // kv_heads query heads), got {kv_heads!r}"
+        )
     return kv_heads
 
 
@@ -113,20 +159,30 @@ def params_bytes(cfg: Any, bytes_per_weight: float = 2, *, kv_heads: int | None 
     return (cfg.n_params() - (mfu.matmul_params(cfg) - matmul_weights(cfg, kv_heads=kv_heads))) * bytes_per_weight
 
 
-def memory_bytes(cfg: Any, batch: int, context: int, *, bytes_per_weight: float = 2, kv_bytes: int = 2,
-                 kv_heads: int | None = None) -> float:
+def memory_bytes(
+    cfg: Any, batch: int, context: int, *, bytes_per_weight: float = 2, kv_bytes: int = 2, kv_heads: int | None = None
+) -> float:
     """HBM a decode batch holds: the weights (:func:`params_bytes`) plus ``batch`` caches of ``context`` tokens.
 
     Activations are left out: at decode they are a few rows per layer (scaling-book, inference chapter).
     """
     positive_ints(batch=batch, context=context)
-    return (params_bytes(cfg, bytes_per_weight, kv_heads=kv_heads)
-            + batch * context * kv_bytes_per_token(cfg, kv_bytes, kv_heads=kv_heads))
+    return params_bytes(cfg, bytes_per_weight, kv_heads=kv_heads) + batch * context * kv_bytes_per_token(
+        cfg, kv_bytes, kv_heads=kv_heads
+    )
 
 
-def max_batch(cfg: Any, context: int, chip: str | hardware.Chip = "v5e", *, chips: int = 1,
-              bytes_per_weight: float = 2, kv_bytes: int = 2, kv_heads: int | None = None,
-              hbm_bytes: float | None = None) -> int:
+def max_batch(
+    cfg: Any,
+    context: int,
+    chip: str | hardware.Chip = "v5e",
+    *,
+    chips: int = 1,
+    bytes_per_weight: float = 2,
+    kv_bytes: int = 2,
+    kv_heads: int | None = None,
+    hbm_bytes: float | None = None,
+) -> int:
     """The most sequences of ``context`` tokens whose caches fit beside the weights in the HBM of ``chips`` chips.
 
     0 when the weights alone do not fit. ``hbm_bytes`` overrides the chip table's capacity (per
@@ -146,8 +202,9 @@ def max_batch(cfg: Any, context: int, chip: str | hardware.Chip = "v5e", *, chip
     return max(0, int(left // per_sequence))
 
 
-def decode_cost(cfg: Any, batch: int, context: int, *, bytes_per_weight: float = 2, kv_bytes: int = 2,
-                kv_heads: int | None = None) -> Cost:
+def decode_cost(
+    cfg: Any, batch: int, context: int, *, bytes_per_weight: float = 2, kv_bytes: int = 2, kv_heads: int | None = None
+) -> Cost:
     """One decode step: ``batch`` new tokens, each attending to ``context`` cached tokens.
 
     FLOPs: 2 per weight per token (2·N·B) and attention's two products (4·L·d·S per token, the
@@ -156,33 +213,48 @@ def decode_cost(cfg: Any, batch: int, context: int, *, bytes_per_weight: float =
     """
     positive_ints(batch=batch, context=context)
     flops = 2 * matmul_weights(cfg, kv_heads=kv_heads) * batch + 4 * cfg.n_layers * cfg.d_model * context * batch
-    nbytes = (weight_bytes(cfg, bytes_per_weight, kv_heads=kv_heads)
-              + batch * context * kv_bytes_per_token(cfg, kv_bytes, kv_heads=kv_heads))
+    nbytes = weight_bytes(cfg, bytes_per_weight, kv_heads=kv_heads) + batch * context * kv_bytes_per_token(
+        cfg, kv_bytes, kv_heads=kv_heads
+    )
     return Cost(float(flops), float(nbytes))
 
 
-def prefill_cost(cfg: Any, batch: int, tokens: int, *, bytes_per_weight: float = 2, kv_bytes: int = 2,
-                 kv_heads: int | None = None) -> Cost:
+def prefill_cost(
+    cfg: Any, batch: int, tokens: int, *, bytes_per_weight: float = 2, kv_bytes: int = 2, kv_heads: int | None = None
+) -> Cost:
     """One prefill: ``batch`` prompts of ``tokens`` tokens, causal attention (half the score matrix).
 
     FLOPs: 2·N per token and 4·L·d·T²/2 per prompt for attention. Bytes: every weight once, plus
     the cache written for every prompt token.
     """
     positive_ints(batch=batch, tokens=tokens)
-    flops = (2 * matmul_weights(cfg, kv_heads=kv_heads) * batch * tokens
-             + 2 * cfg.n_layers * cfg.d_model * tokens * tokens * batch)
-    nbytes = (weight_bytes(cfg, bytes_per_weight, kv_heads=kv_heads)
-              + batch * tokens * kv_bytes_per_token(cfg, kv_bytes, kv_heads=kv_heads))
+    flops = (
+        2 * matmul_weights(cfg, kv_heads=kv_heads) * batch * tokens
+        + 2 * cfg.n_layers * cfg.d_model * tokens * tokens * batch
+    )
+    nbytes = weight_bytes(cfg, bytes_per_weight, kv_heads=kv_heads) + batch * tokens * kv_bytes_per_token(
+        cfg, kv_bytes, kv_heads=kv_heads
+    )
     return Cost(float(flops), float(nbytes))
 
 
-def min_step_seconds(cfg: Any, batch: int, context: int, bandwidth: float, *, bytes_per_weight: float = 2,
-                     kv_bytes: int = 2, kv_heads: int | None = None) -> float:
+def min_step_seconds(
+    cfg: Any,
+    batch: int,
+    context: int,
+    bandwidth: float,
+    *,
+    bytes_per_weight: float = 2,
+    kv_bytes: int = 2,
+    kv_heads: int | None = None,
+) -> float:
     """Scaling-book's least decode step time: (batch x cache bytes + weight bytes) / memory bandwidth."""
     if not bandwidth or bandwidth <= 0:
         raise ValueError(f"bandwidth must be positive bytes/s, got {bandwidth!r}")
-    return decode_cost(cfg, batch, context, bytes_per_weight=bytes_per_weight, kv_bytes=kv_bytes,
-                       kv_heads=kv_heads).bytes / bandwidth
+    return (
+        decode_cost(cfg, batch, context, bytes_per_weight=bytes_per_weight, kv_bytes=kv_bytes, kv_heads=kv_heads).bytes
+        / bandwidth
+    )
 
 
 def critical_batch(chip: str | hardware.Chip, *, bytes_per_weight: float = 2, compute: str = "bfloat16") -> float:
@@ -198,6 +270,7 @@ def critical_batch(chip: str | hardware.Chip, *, bytes_per_weight: float = 2, co
 
 
 # --------------------------------------------------------------------------- parameters and cache
+
 
 def _dtype(cfg: Any):
     import jax.numpy as jnp
@@ -215,8 +288,7 @@ def serving_params(params: Mapping[str, Any], cfg: Any):
     import jax.numpy as jnp
 
     dt = _dtype(cfg)
-    return jax.tree.map(lambda a: a.astype(dt) if a.ndim == 2 and jnp.issubdtype(a.dtype, jnp.floating) else a,
-                        params)
+    return jax.tree.map(lambda a: a.astype(dt) if a.ndim == 2 and jnp.issubdtype(a.dtype, jnp.floating) else a, params)
 
 
 def random_params(cfg: Any, seed: int = 0):
@@ -253,13 +325,17 @@ def init_cache(cfg: Any, batch: int, length: int | None = None, dtype: str | Non
     length = cfg.seq_len if length is None else length
     positive_ints(batch=batch, length=length)
     if length > cfg.seq_len:
-        raise CacheFull(f"a cache of {length} positions is longer than the model's position table "
-                        f"(seq_len={cfg.seq_len}): use length <= {cfg.seq_len}")
+        raise CacheFull(
+            f"a cache of {length} positions is longer than the model's position table "
+            f"(seq_len={cfg.seq_len}): use length <= {cfg.seq_len}"
+        )
     shape = (batch, length, cfg.n_heads, cfg.head_dim)
     dt = jnp.dtype(dtype or cfg.compute_dtype)
     device = device or jax.devices()[0]
-    return [{"k": jax.device_put(jnp.zeros(shape, dt), device), "v": jax.device_put(jnp.zeros(shape, dt), device)}
-            for _ in range(cfg.n_layers)]
+    return [
+        {"k": jax.device_put(jnp.zeros(shape, dt), device), "v": jax.device_put(jnp.zeros(shape, dt), device)}
+        for _ in range(cfg.n_layers)
+    ]
 
 
 def cache_bytes(cache) -> int:
@@ -270,6 +346,7 @@ def cache_bytes(cache) -> int:
 
 
 # --------------------------------------------------------------------------- the model, with a cache
+
 
 def _rms_norm(x, scale, eps: float = 1e-6):
     import jax
@@ -308,8 +385,16 @@ def load_kv(layer: Mapping[str, Any], dt):
     return layer["k"].astype(dt), layer["v"].astype(dt)
 
 
-def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]], pos, *, cfg: Any,
-            store: Callable = store_kv, load: Callable = load_kv):
+def forward(
+    params: Mapping[str, Any],
+    tokens,
+    cache: Sequence[Mapping[str, Any]],
+    pos,
+    *,
+    cfg: Any,
+    store: Callable = store_kv,
+    load: Callable = load_kv,
+):
     """Run ``tokens`` (B, T) at positions ``pos[b] .. pos[b] + T - 1`` through the model.
 
     Each layer writes its keys and values into ``cache`` at those positions
@@ -338,12 +423,16 @@ def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]
     for i in range(cfg.n_layers):
         p = params["blocks"][i]
         h = _rms_norm(x, p["norm1"]["scale"])
-        q, k, v = (_dense(h, p[name], dt).reshape(b, t, cfg.n_heads, cfg.head_dim) for name in ("query", "key", "value"))
+        q, k, v = (
+            _dense(h, p[name], dt).reshape(b, t, cfg.n_heads, cfg.head_dim) for name in ("query", "key", "value")
+        )
         layer = store(cache[i], k, v, pos)
         new_cache.append(layer)
         att = lm.attention(q, *load(layer, dt), visible[:, None])
         x = x + _dense(att.reshape(b, t, cfg.d_model), p["out"], dt).astype(x.dtype)
-        x = x + _dense(jax.nn.gelu(_dense(_rms_norm(x, p["norm2"]["scale"]), p["up"], dt)), p["down"], dt).astype(x.dtype)
+        x = x + _dense(jax.nn.gelu(_dense(_rms_norm(x, p["norm2"]["scale"]), p["up"], dt)), p["down"], dt).astype(
+            x.dtype
+        )
     logits = _dense(_rms_norm(x, params["norm"]["scale"]), params["head"], dt).astype(jnp.float32)
     return logits, new_cache
 
@@ -422,10 +511,12 @@ def check_fits(prompt_len: int, new_tokens: int, cache_len: int) -> None:
     if new_tokens < 1:
         raise ValueError(f"ask for at least one new token, not {new_tokens}")
     if prompt_len + new_tokens - 1 > cache_len:
-        raise CacheFull(f"a prompt of {prompt_len} tokens and {new_tokens} new ones need {prompt_len + new_tokens - 1} "
-                        f"cache positions, but the cache holds {cache_len}: shorten the prompt to at most "
-                        f"{cache_len - new_tokens + 1} tokens, ask for at most {cache_len - prompt_len + 1} new ones, "
-                        f"or build a longer cache (up to the model's seq_len)")
+        raise CacheFull(
+            f"a prompt of {prompt_len} tokens and {new_tokens} new ones need {prompt_len + new_tokens - 1} "
+            f"cache positions, but the cache holds {cache_len}: shorten the prompt to at most "
+            f"{cache_len - new_tokens + 1} tokens, ask for at most {cache_len - prompt_len + 1} new ones, "
+            f"or build a longer cache (up to the model's seq_len)"
+        )
 
 
 def bucket(n: int, limit: int) -> int:
@@ -440,8 +531,16 @@ def bucket(n: int, limit: int) -> int:
     return min(limit, max(8, 1 << (n - 1).bit_length()))
 
 
-def generate(params, cfg: Any, prompts: Sequence[Sequence[int]], new_tokens: int, *, cache_len: int | None = None,
-             prefill=None, step=None) -> list[list[int]]:
+def generate(
+    params,
+    cfg: Any,
+    prompts: Sequence[Sequence[int]],
+    new_tokens: int,
+    *,
+    cache_len: int | None = None,
+    prefill=None,
+    step=None,
+) -> list[list[int]]:
     """Greedy continuations of equal-length ``prompts``, decoded together with a KV cache."""
     import jax
     import jax.numpy as jnp
@@ -450,8 +549,10 @@ def generate(params, cfg: Any, prompts: Sequence[Sequence[int]], new_tokens: int
     cache_len = cache_len or cfg.seq_len
     lengths = {len(p) for p in prompts}
     if len(lengths) != 1:
-        raise ValueError(f"generate() decodes prompts of one length together, got lengths {sorted(lengths)}: "
-                         "use Batcher for prompts of different lengths")
+        raise ValueError(
+            f"generate() decodes prompts of one length together, got lengths {sorted(lengths)}: "
+            "use Batcher for prompts of different lengths"
+        )
     n = lengths.pop()
     check_fits(n, new_tokens, cache_len)
     prefill = prefill or make_prefill(cfg)
@@ -470,6 +571,7 @@ def generate(params, cfg: Any, prompts: Sequence[Sequence[int]], new_tokens: int
 
 
 # --------------------------------------------------------------------------- int8 weights
+
 
 def quantize_int8(w):
     """Per-output-channel symmetric int8: ``{"kernel": int8 (in, out), "scale": float32 (out,)}``.
@@ -501,8 +603,10 @@ def quantize_params(params: Mapping[str, Any]):
     like; from lm's float32 master weights the embeddings stay float32.
     """
     out = {k: v for k, v in params.items()}
-    out["blocks"] = {i: {name: (quantize_int8(layer[name]["kernel"]) if "kernel" in layer[name] else layer[name])
-                         for name in layer} for i, layer in params["blocks"].items()}
+    out["blocks"] = {
+        i: {name: (quantize_int8(layer[name]["kernel"]) if "kernel" in layer[name] else layer[name]) for name in layer}
+        for i, layer in params["blocks"].items()
+    }
     out["head"] = quantize_int8(params["head"]["kernel"])
     return out
 
@@ -541,8 +645,8 @@ def dequantized_copies(hlo_text: str, params: Mapping[str, Any]) -> list[str]:
     return found
 
 
-
 # --------------------------------------------------------------------------- continuous batching
+
 
 @dataclass
 class Request:
@@ -581,7 +685,6 @@ class Batcher:
     def __init__(self, params, cfg: Any, slots: int, cache_len: int | None = None):
         import jax
         import jax.numpy as jnp
-        import numpy as np
 
         positive_ints(slots=slots)
         self.params, self.cfg, self.slots = params, cfg, slots
@@ -610,15 +713,19 @@ class Batcher:
         free = self.free_slots()
         if slot is None:
             if not free:
-                raise SlotsFull(f"all {self.slots} slots are decoding (requests "
-                                f"{[r.id for r in self.active]}): wait for one to finish (step) or make a Batcher "
-                                "with more slots")
+                raise SlotsFull(
+                    f"all {self.slots} slots are decoding (requests "
+                    f"{[r.id for r in self.active]}): wait for one to finish (step) or make a Batcher "
+                    "with more slots"
+                )
             slot = free[0]
         if not isinstance(slot, int) or not 0 <= slot < self.slots:
             raise SlotsFull(f"slot {slot!r} does not exist: this Batcher has slots 0..{self.slots - 1}")
         if self.active[slot] is not None:
-            raise SlotsFull(f"slot {slot} is still decoding request {self.active[slot].id!r}: pick a free slot "
-                            f"({free or 'none free now'})")
+            raise SlotsFull(
+                f"slot {slot} is still decoding request {self.active[slot].id!r}: pick a free slot "
+                f"({free or 'none free now'})"
+            )
         n = len(request.prompt)
         tokens = np.zeros((1, bucket(n, self.cache_len)), np.int32)
         tokens[0, :n] = request.prompt
@@ -658,8 +765,9 @@ class Batcher:
                 self.active[i] = None
         return finished
 
-    def run(self, requests: Sequence[Request], on_event: Callable[[str, Request, int], None] | None = None
-            ) -> dict[Any, list[int]]:
+    def run(
+        self, requests: Sequence[Request], on_event: Callable[[str, Request, int], None] | None = None
+    ) -> dict[Any, list[int]]:
         """Serve ``requests`` in order through the slots; returns {request id: generated tokens}.
 
         ``on_event(kind, request, step)`` is told when a request joins ("join") and leaves ("leave").
@@ -670,7 +778,7 @@ class Batcher:
         while queue or any(r is not None for r in self.active):
             while queue and self.free_slots():
                 r = queue.pop(0)
-                slot = self.insert(r)
+                self.insert(r)
                 if on_event:
                     on_event("join", r, self.steps)
                 if r.done:  # a one-token request finishes at its prefill
@@ -684,8 +792,9 @@ class Batcher:
         return results
 
 
-def one_at_a_time(params, cfg: Any, requests: Sequence[Request], *, slots: int = 1, cache_len: int | None = None
-                  ) -> dict[Any, list[int]]:
+def one_at_a_time(
+    params, cfg: Any, requests: Sequence[Request], *, slots: int = 1, cache_len: int | None = None
+) -> dict[Any, list[int]]:
     """The reference for :class:`Batcher`: each request decoded alone, one after another.
 
     With ``slots`` > 1 each request runs alone in a Batcher of that many slots, through the same
@@ -700,6 +809,7 @@ def one_at_a_time(params, cfg: Any, requests: Sequence[Request], *, slots: int =
 
 
 # --------------------------------------------------------------------------- paged attention
+
 
 def _concrete(x) -> bool:
     import jax
@@ -717,15 +827,19 @@ def check_page_table(page_table, num_pages: int, lengths=None, page_size: int | 
     bad = np.argwhere((table < 0) | (table >= num_pages))
     if len(bad):
         s, j = bad[0]
-        raise PageTableError(f"page table entry [{s}, {j}] = {int(table[s, j])} points outside the pool of {num_pages} "
-                             f"pages (valid: 0..{num_pages - 1}); {len(bad)} bad entries in all. Pad unused entries "
-                             "with a valid page (0): the length masks them")
+        raise PageTableError(
+            f"page table entry [{s}, {j}] = {int(table[s, j])} points outside the pool of {num_pages} "
+            f"pages (valid: 0..{num_pages - 1}); {len(bad)} bad entries in all. Pad unused entries "
+            "with a valid page (0): the length masks them"
+        )
     if lengths is not None and page_size:
         need = -(-np.asarray(lengths) // page_size)
         short = np.argwhere(need > table.shape[1]).ravel()
         if len(short):
-            raise PageTableError(f"sequence {int(short[0])} holds {int(np.asarray(lengths)[short[0]])} tokens, more "
-                                 f"than {table.shape[1]} pages of {page_size}: give it more pages")
+            raise PageTableError(
+                f"sequence {int(short[0])} holds {int(np.asarray(lengths)[short[0]])} tokens, more "
+                f"than {table.shape[1]} pages of {page_size}: give it more pages"
+            )
 
 
 def pages_from_cache(k, v, page_size: int, num_pages: int, page_order=None):
@@ -744,13 +858,16 @@ def pages_from_cache(k, v, page_size: int, num_pages: int, page_order=None):
         raise ValueError(f"the cache length {s} is not a multiple of page_size={page_size}")
     per_seq = s // page_size
     order = np.arange(b * per_seq) if page_order is None else np.asarray(page_order)
-    if len(order) < b * per_seq or len(set(order[:b * per_seq].tolist())) < b * per_seq:
+    if len(order) < b * per_seq or len(set(order[: b * per_seq].tolist())) < b * per_seq:
         raise PageTableError(f"{b} sequences of {per_seq} pages need {b * per_seq} distinct pages, got {len(order)}")
-    table = order[:b * per_seq].reshape(b, per_seq).astype(np.int32)
+    table = order[: b * per_seq].reshape(b, per_seq).astype(np.int32)
     check_page_table(table, num_pages)
     kv = jnp.stack([k, v], axis=3).reshape(b, per_seq, page_size, 2 * h, d)  # heads: k0, v0, k1, v1, ...
-    pool = jnp.zeros((num_pages, page_size, 2 * h, d), k.dtype).at[table.reshape(-1)].set(
-        kv.reshape(b * per_seq, page_size, 2 * h, d))
+    pool = (
+        jnp.zeros((num_pages, page_size, 2 * h, d), k.dtype)
+        .at[table.reshape(-1)]
+        .set(kv.reshape(b * per_seq, page_size, 2 * h, d))
+    )
     return pool, jnp.asarray(table)
 
 
@@ -792,6 +909,7 @@ def paged_attention(q, pool, page_table, lengths):
 
 # --------------------------------------------------------------------------- memory kinds
 
+
 def host_memory(device=None) -> str | None:
     """``"pinned_host"`` if ``device`` has that memory kind (JAX memory spaces), else None."""
     import jax
@@ -824,11 +942,16 @@ def host_placement(fn: Callable, *args, device=None) -> tuple[str | None, str]:
     if host_memory(device) is None:
         return None, f"{device.device_kind} lists no pinned_host memory"
     try:
-        compiled = jax.jit(fn, out_shardings=SingleDeviceSharding(device, memory_kind="pinned_host")).lower(*args).compile()
+        compiled = (
+            jax.jit(fn, out_shardings=SingleDeviceSharding(device, memory_kind="pinned_host")).lower(*args).compile()
+        )
         jax.block_until_ready(compiled(*args))
     except Exception as err:  # jaxlib's XlaRuntimeError on old versions
-        return None, f"JAX {jax.__version__} cannot compile a program with a pinned_host output on " \
-                     f"{device.platform.upper()}: {str(err).splitlines()[0][:200]}"
+        return (
+            None,
+            f"JAX {jax.__version__} cannot compile a program with a pinned_host output on "
+            f"{device.platform.upper()}: {str(err).splitlines()[0][:200]}",
+        )
     line = next((ln for ln in compiled.as_text().splitlines() if "entry_computation_layout" in ln), "")
     return line.split("entry_computation_layout=")[-1].split("}}")[0] + "}}" if line else "", ""
 
@@ -837,8 +960,16 @@ def host_placement(fn: Callable, *args, device=None) -> tuple[str | None, str]:
 
 # lm.RULES without FSDP: a decode step must not gather weights over ICI every token (scaling-book,
 # inference chapter), so the model dimension stays whole; heads and MLP units split over "tensor".
-SERVING_RULES: dict[str, Any] = {"batch": ("data", "fsdp"), "embed": None, "heads": "tensor", "mlp": "tensor",
-                                 "vocab": None, "length": None, "norm": None, "act_embed": None}
+SERVING_RULES: dict[str, Any] = {
+    "batch": ("data", "fsdp"),
+    "embed": None,
+    "heads": "tensor",
+    "mlp": "tensor",
+    "vocab": None,
+    "length": None,
+    "norm": None,
+    "act_embed": None,
+}
 
 
 def cache_spec(mesh, rules: Mapping[str, Any] = SERVING_RULES):
@@ -863,6 +994,7 @@ def serving_shardings(params, cache, mesh, rules: Mapping[str, Any] = SERVING_RU
 
 # --------------------------------------------------------------------------- a local HTTP endpoint
 
+
 class Endpoint:
     """A running HTTP server on 127.0.0.1 (from :func:`serve`); ``stop()`` ends it, as does leaving ``with``."""
 
@@ -883,15 +1015,22 @@ class Endpoint:
         self._server.server_close()
         self._thread.join(timeout=10)
 
-    def __enter__(self) -> "Endpoint":
+    def __enter__(self) -> Endpoint:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def serve(complete: Callable[[str, int], str], *, host: str = "127.0.0.1", port: int = 0, lifetime_s: float = 120,
-          max_tokens: int = 256, model: str = "tpututor-lm") -> Endpoint:
+def serve(
+    complete: Callable[[str, int], str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    lifetime_s: float = 120,
+    max_tokens: int = 256,
+    model: str = "tpututor-lm",
+) -> Endpoint:
     """Serve ``complete(prompt, max_tokens) -> text`` at ``POST /v1/completions`` and ``GET /health``,
     on 127.0.0.1 only (IPv4 loopback), for at most ``lifetime_s`` seconds.
 
@@ -950,16 +1089,23 @@ def serve(complete: Callable[[str, int], str], *, host: str = "127.0.0.1", port:
             except (KeyError, ValueError, TypeError) as err:
                 self._error(400, "BadRequestError", f"{type(err).__name__}: {err}")
                 return
-            self._reply(200, {"id": f"cmpl-{number}", "object": "text_completion", "created": int(time.time()),
-                              "model": model,
-                              "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}],
-                              "usage": {"prompt_tokens": len(prompt), "completion_tokens": n,
-                                        "total_tokens": len(prompt) + n}})
+            self._reply(
+                200,
+                {
+                    "id": f"cmpl-{number}",
+                    "object": "text_completion",
+                    "created": int(time.time()),
+                    "model": model,
+                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n},
+                },
+            )
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True,
-                              name="tpututor-decode-serve")
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True, name="tpututor-decode-serve"
+    )
     timer = threading.Timer(lifetime_s, server.shutdown)
     timer.daemon = True
     endpoint.append(Endpoint(server, thread, timer))

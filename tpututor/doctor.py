@@ -137,8 +137,7 @@ def format_report(doc: dict) -> str:
         lines.append(f"accelerator  {a['kind']}: {a['name']} x{a['count']}{atype}{mem}")
     lines.append(f"  evidence   {'; '.join(a['evidence'][:4]) or '-'}")
     ghz = f" @ {c['ghz']} GHz" if c.get("ghz") else ""
-    lines.append(f"cpu          {c['model']}, {c['cores']} cores{ghz}, {c['arch']}, "
-                 f"SIMD: {' '.join(c['simd']) or '-'}")
+    lines.append(f"cpu          {c['model']}, {c['cores']} cores{ghz}, {c['arch']}, SIMD: {' '.join(c['simd']) or '-'}")
     lines.append("")
     lines.append("framework    version     sees")
     for name, f in doc["frameworks"].items():

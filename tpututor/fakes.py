@@ -10,20 +10,39 @@ report on hardware you do not have.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from .runtime import Host
 
-__all__ = ["Machine", "MACHINES", "make_host", "COLAB_TPU_PACKAGES", "COLAB_JAX_STACK", "COLAB_PYTHON", "colab_requirements"]
+__all__ = [
+    "Machine",
+    "MACHINES",
+    "make_host",
+    "COLAB_TPU_PACKAGES",
+    "COLAB_JAX_STACK",
+    "COLAB_PYTHON",
+    "colab_requirements",
+]
 
 # Packages as a Colab TPU runtime ships them (googlecolab/backend-info pip-freeze.tpu.txt at a724079,
 # 2026-08-19). `make colab` builds its environment from them, on the same Python.
-COLAB_TPU_PACKAGES = {"jax": "0.7.2", "jaxlib": "0.7.2", "libtpu": "0.0.21.1", "torch": "2.9.0+cpu",
-                      "torch-xla": "2.9.0", "keras": "3.13.2", "flax": "0.11.2", "optax": "0.2.8",
-                      "orbax-checkpoint": "0.12.4", "grain": "0.2.18", "transformers": "5.15.0",
-                      "datasets": "4.8.5", "numpy": "2.1.3"}
+COLAB_TPU_PACKAGES = {
+    "jax": "0.7.2",
+    "jaxlib": "0.7.2",
+    "libtpu": "0.0.21.1",
+    "torch": "2.9.0+cpu",
+    "torch-xla": "2.9.0",
+    "keras": "3.13.2",
+    "flax": "0.11.2",
+    "optax": "0.2.8",
+    "orbax-checkpoint": "0.12.4",
+    "grain": "0.2.18",
+    "transformers": "5.15.0",
+    "datasets": "4.8.5",
+    "numpy": "2.1.3",
+}
 COLAB_JAX_STACK = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain")
 COLAB_PYTHON = "3.13"  # the Python of that runtime (backend-info, same snapshot)
 
@@ -41,6 +60,8 @@ def colab_requirements() -> list[str]:
         if name not in shipped:
             out.append(requirement)
     return out
+
+
 LAPTOP_PACKAGES = {"jax": "0.10.2", "jaxlib": "0.10.2", "numpy": "2.4.6"}
 
 
@@ -70,44 +91,79 @@ CPUINFO = (
 _COLAB_ENV = {"COLAB_RELEASE_TAG": "release-colab-20261101-060000", "COLAB_GPU": ""}
 
 MACHINES: dict[str, Machine] = {
-    "laptop-cpu": Machine("a laptop with no accelerator", packages=LAPTOP_PACKAGES,
-                          pci=[("0x8086", "0x9a49")], files={"/proc/cpuinfo": CPUINFO}),
-    "colab-cpu": Machine("Colab, CPU runtime", env=_COLAB_ENV, modules=["google.colab"],
-                         packages=LAPTOP_PACKAGES, files={"/proc/cpuinfo": CPUINFO}),
+    "laptop-cpu": Machine(
+        "a laptop with no accelerator",
+        packages=LAPTOP_PACKAGES,
+        pci=[("0x8086", "0x9a49")],
+        files={"/proc/cpuinfo": CPUINFO},
+    ),
+    "colab-cpu": Machine(
+        "Colab, CPU runtime",
+        env=_COLAB_ENV,
+        modules=["google.colab"],
+        packages=LAPTOP_PACKAGES,
+        files={"/proc/cpuinfo": CPUINFO},
+    ),
     "colab-t4": Machine(
-        "Colab, T4 GPU runtime", env={**_COLAB_ENV, "COLAB_GPU": "1"}, modules=["google.colab"],
-        dev=["nvidiactl", "nvidia0"], files={"/proc/driver/nvidia/version": "NVRM version: 550.54.15\n"},
-        commands={"nvidia-smi": "Tesla T4, 15360\n"}, packages={**LAPTOP_PACKAGES, "torch": "2.9.0+cu126"},
+        "Colab, T4 GPU runtime",
+        env={**_COLAB_ENV, "COLAB_GPU": "1"},
+        modules=["google.colab"],
+        dev=["nvidiactl", "nvidia0"],
+        files={"/proc/driver/nvidia/version": "NVRM version: 550.54.15\n"},
+        commands={"nvidia-smi": "Tesla T4, 15360\n"},
+        packages={**LAPTOP_PACKAGES, "torch": "2.9.0+cu126"},
     ),
     "colab-v5e-1": Machine(
-        "Colab, TPU v5e-1 runtime", pci=_tpu("0x0063", 1), dev=["vfio/0", "vfio/vfio"],
+        "Colab, TPU v5e-1 runtime",
+        pci=_tpu("0x0063", 1),
+        dev=["vfio/0", "vfio/vfio"],
         env={**_COLAB_ENV, "COLAB_TPU_1VM": "1", "TPU_ACCELERATOR_TYPE": "v5e-1", "TPU_SKIP_MDS_QUERY": "1"},
-        modules=["google.colab"], packages=COLAB_TPU_PACKAGES,
+        modules=["google.colab"],
+        packages=COLAB_TPU_PACKAGES,
     ),
     "kaggle-v5e-8": Machine(
-        "Kaggle, TPU v5e-8", pci=_tpu("0x0063", 8), dev=[f"vfio/{i}" for i in range(8)],
-        env={"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "ISTPUVM": "1", "TPU_PROCESS_ADDRESSES": "local",
-             "TPU_ACCELERATOR_TYPE": "v5litepod-8"},
-        packages={"jax": "0.7.2", "jaxlib": "0.7.2", "libtpu": "0.0.17", "tensorflow-cpu": "2.20.0",
-                  "torch": "2.8.0", "torch-xla": "2.8.0"},
+        "Kaggle, TPU v5e-8",
+        pci=_tpu("0x0063", 8),
+        dev=[f"vfio/{i}" for i in range(8)],
+        env={
+            "KAGGLE_KERNEL_RUN_TYPE": "Interactive",
+            "ISTPUVM": "1",
+            "TPU_PROCESS_ADDRESSES": "local",
+            "TPU_ACCELERATOR_TYPE": "v5litepod-8",
+        },
+        packages={
+            "jax": "0.7.2",
+            "jaxlib": "0.7.2",
+            "libtpu": "0.0.17",
+            "tensorflow-cpu": "2.20.0",
+            "torch": "2.8.0",
+            "torch-xla": "2.8.0",
+        },
     ),
     "tpu-vm-v4-8": Machine(
-        "Cloud TPU VM, v4-8", pci=_tpu("0x005e", 4), dev=[f"accel{i}" for i in range(4)],
+        "Cloud TPU VM, v4-8",
+        pci=_tpu("0x005e", 4),
+        dev=[f"accel{i}" for i in range(4)],
         env={"TPU_ACCELERATOR_TYPE": "v4-8", "TPU_WORKER_ID": "0"},
         packages={"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.30"},
     ),
     "tpu-vm-v6e-8": Machine(
-        "Cloud TPU VM, v6e-8", pci=_tpu("0x006f", 8), dev=[f"vfio/{i}" for i in range(8)],
+        "Cloud TPU VM, v6e-8",
+        pci=_tpu("0x006f", 8),
+        dev=[f"vfio/{i}" for i in range(8)],
         env={"TPU_ACCELERATOR_TYPE": "v6e-8"},
         packages={"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.30"},
     ),
     "colab-tpu-node": Machine(
         "the retired Colab TPU node (a v2-8 reached over gRPC)",
-        env={"COLAB_TPU_ADDR": "10.0.0.2:8470"}, packages=LAPTOP_PACKAGES,
+        env={"COLAB_TPU_ADDR": "10.0.0.2:8470"},
+        packages=LAPTOP_PACKAGES,
     ),
     "tpu-no-libtpu": Machine(
-        "a TPU VM (v5e-4) where only CPU JAX is installed", pci=_tpu("0x0063", 4),
-        dev=[f"vfio/{i}" for i in range(4)], env={"TPU_ACCELERATOR_TYPE": "v5litepod-4"},
+        "a TPU VM (v5e-4) where only CPU JAX is installed",
+        pci=_tpu("0x0063", 4),
+        dev=[f"vfio/{i}" for i in range(4)],
+        env={"TPU_ACCELERATOR_TYPE": "v5litepod-4"},
         packages=LAPTOP_PACKAGES,
     ),
 }
@@ -140,5 +196,11 @@ def make_host(root: str | Path, machine: Machine | str) -> Host:
     def run(argv: Sequence[str]) -> str | None:
         return machine.commands.get(Path(argv[0]).name)
 
-    return Host(root=root, env=dict(machine.env), run=run, version=machine.packages.get,
-                modules=frozenset(machine.modules), cpu_count=machine.cpu_count)
+    return Host(
+        root=root,
+        env=dict(machine.env),
+        run=run,
+        version=machine.packages.get,
+        modules=frozenset(machine.modules),
+        cpu_count=machine.cpu_count,
+    )

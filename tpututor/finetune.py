@@ -33,18 +33,31 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["LABELS", "stdlib_sentences", "write_dataset", "write_tiny_bert", "write_stand_ins",
-           "ScriptRun", "Running", "start_script", "run_script", "results", "optimized_hlo"]
+__all__ = [
+    "LABELS",
+    "stdlib_sentences",
+    "write_dataset",
+    "write_tiny_bert",
+    "write_stand_ins",
+    "ScriptRun",
+    "Running",
+    "start_script",
+    "run_script",
+    "results",
+    "optimized_hlo",
+]
 
 LABELS = ("code", "prose")  # label 0 and label 1
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 # --------------------------------------------------------------------------- the data set
+
 
 def _is_prose(line: str, min_words: int, max_words: int) -> bool:
     words = line.split()
@@ -81,9 +94,15 @@ def _file_lines(path: Path, min_words: int, max_words: int) -> tuple[list[str], 
     return code, prose
 
 
-def stdlib_sentences(min_train: int = 1000, *, held_out_every: int = 5, min_words: int = 4,
-                     max_words: int = 24, seed: int = 0, root: str | os.PathLike | None = None
-                     ) -> dict[str, list[dict[str, Any]]]:
+def stdlib_sentences(
+    min_train: int = 1000,
+    *,
+    held_out_every: int = 5,
+    min_words: int = 4,
+    max_words: int = 24,
+    seed: int = 0,
+    root: str | os.PathLike | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """Lines of the standard library's source, labelled 0 (code) or 1 (docstring prose), balanced.
 
     Files are read in name order until the training split holds at least ``min_train`` examples and
@@ -138,6 +157,7 @@ def write_dataset(folder: str | os.PathLike, rows: Mapping[str, Sequence[Mapping
 
 # --------------------------------------------------------------------------- the model
 
+
 def _vocabulary(texts: Sequence[str], size: int) -> dict[str, int]:
     """A WordPiece vocabulary, the same on every run: the special tokens, every character (alone and as a
     ``##`` continuation), then the most frequent words (seen at least twice; ties broken alphabetically).
@@ -151,12 +171,21 @@ def _vocabulary(texts: Sequence[str], size: int) -> dict[str, int]:
     chars = sorted({c for word in counts for c in word})
     tokens = [*SPECIAL_TOKENS, *chars, *(f"##{c}" for c in chars)]
     words = [w for w, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 2 and len(w) > 1]
-    tokens += words[:max(0, size - len(tokens))]
+    tokens += words[: max(0, size - len(tokens))]
     return {token: i for i, token in enumerate(dict.fromkeys(tokens))}
 
 
-def write_tiny_bert(folder: str | os.PathLike, texts: Sequence[str], *, vocab_size: int = 2000, layers: int = 1,
-                    width: int = 64, heads: int = 2, max_length: int = 64, seed: int = 0) -> Path:
+def write_tiny_bert(
+    folder: str | os.PathLike,
+    texts: Sequence[str],
+    *,
+    vocab_size: int = 2000,
+    layers: int = 1,
+    width: int = 64,
+    heads: int = 2,
+    max_length: int = 64,
+    seed: int = 0,
+) -> Path:
     """A WordPiece tokenizer with a vocabulary from ``texts`` and a randomly initialised BERT classifier
     (two labels, no dropout), both written to ``folder`` with ``save_pretrained``. Returns the folder."""
     if width % heads:
@@ -175,31 +204,55 @@ def write_tiny_bert(folder: str | os.PathLike, texts: Sequence[str], *, vocab_si
     wordpiece.decoder = decoders.WordPiece()
     cls, sep = wordpiece.token_to_id("[CLS]"), wordpiece.token_to_id("[SEP]")
     wordpiece.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
     tokenizer = BertTokenizerFast(tokenizer_object=wordpiece, model_max_length=max_length)
     tokenizer.save_pretrained(out)
     config = BertConfig(
-        vocab_size=wordpiece.get_vocab_size(), hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=4 * width, max_position_embeddings=max(max_length, 64), hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, num_labels=len(LABELS), pad_token_id=wordpiece.token_to_id("[PAD]"),
-        id2label=dict(enumerate(LABELS)), label2id={name: i for i, name in enumerate(LABELS)})
+        vocab_size=wordpiece.get_vocab_size(),
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * width,
+        max_position_embeddings=max(max_length, 64),
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=len(LABELS),
+        pad_token_id=wordpiece.token_to_id("[PAD]"),
+        id2label=dict(enumerate(LABELS)),
+        label2id={name: i for i, name in enumerate(LABELS)},
+    )
     torch.manual_seed(seed)
     BertForSequenceClassification(config).save_pretrained(out)
     return out
 
 
-def write_stand_ins(folder: str | os.PathLike, *, min_train: int = 1000, layers: int = 1, width: int = 64,
-                    max_length: int = 64, seed: int = 0) -> tuple[str, str]:
+def write_stand_ins(
+    folder: str | os.PathLike,
+    *,
+    min_train: int = 1000,
+    layers: int = 1,
+    width: int = 64,
+    max_length: int = 64,
+    seed: int = 0,
+) -> tuple[str, str]:
     """Write the local data set and the tiny BERT under ``folder``: (model folder, data set folder),
     the paths to give ``from_pretrained`` and ``load_dataset`` in place of Hub names."""
     rows = stdlib_sentences(min_train, seed=seed)
     data = write_dataset(Path(folder) / "stdlib-code-or-prose", rows)
-    model = write_tiny_bert(Path(folder) / "tiny-bert", [r["sentence"] for r in rows["train"]], layers=layers,
-                            width=width, max_length=max_length, seed=seed)
+    model = write_tiny_bert(
+        Path(folder) / "tiny-bert",
+        [r["sentence"] for r in rows["train"]],
+        layers=layers,
+        width=width,
+        max_length=max_length,
+        seed=seed,
+    )
     return str(model), str(data)
 
 
 # --------------------------------------------------------------------------- scripts in a fresh interpreter
+
 
 @dataclass
 class ScriptRun:
@@ -255,8 +308,14 @@ class Running:
                 _kill_group(self.process)
                 break
         out, err = (self._read(f) for f in self.outputs)
-        self._done = ScriptRun(None if timed_out or stopped else self.process.returncode, out, err,
-                               round(time.perf_counter() - self.started, 2), timed_out, stopped)
+        self._done = ScriptRun(
+            None if timed_out or stopped else self.process.returncode,
+            out,
+            err,
+            round(time.perf_counter() - self.started, 2),
+            timed_out,
+            stopped,
+        )
         return self._done
 
     @staticmethod
@@ -284,8 +343,13 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def start_script(path: str | os.PathLike, *args: str, env: Mapping[str, str] | None = None,
-                 timeout: float = 120.0, cwd: str | os.PathLike | None = None) -> Running:
+def start_script(
+    path: str | os.PathLike,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120.0,
+    cwd: str | os.PathLike | None = None,
+) -> Running:
     """Start ``python path args...`` in its own process group, with ``env`` added to this environment.
 
     The script runs while the caller goes on; :meth:`Running.wait` collects it, and kills the whole
@@ -298,20 +362,32 @@ def start_script(path: str | os.PathLike, *args: str, env: Mapping[str, str] | N
     if not Path(path).is_file():
         raise FileNotFoundError(f"no script at {path}")
     outputs = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
-    process = subprocess.Popen([sys.executable, str(path), *args], stdout=outputs[0], stderr=outputs[1],
-                               env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True, text=True)
+    process = subprocess.Popen(
+        [sys.executable, str(path), *args],
+        stdout=outputs[0],
+        stderr=outputs[1],
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        start_new_session=True,
+        text=True,
+    )
     return Running(process, time.perf_counter(), timeout, outputs)
 
 
-def run_script(path: str | os.PathLike, *args: str, env: Mapping[str, str] | None = None,
-               timeout: float = 120.0, cwd: str | os.PathLike | None = None) -> ScriptRun:
+def run_script(
+    path: str | os.PathLike,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120.0,
+    cwd: str | os.PathLike | None = None,
+) -> ScriptRun:
     """:func:`start_script`, then wait for it."""
     return start_script(path, *args, env=env, timeout=timeout, cwd=cwd).wait()
 
 
 def results(stdout: str, marker: str = "RESULT ") -> list[Any]:
     """The JSON value after ``marker`` on each line of ``stdout`` that starts with it."""
-    return [json.loads(line[len(marker):]) for line in stdout.splitlines() if line.startswith(marker)]
+    return [json.loads(line[len(marker) :]) for line in stdout.splitlines() if line.startswith(marker)]
 
 
 def optimized_hlo(dump_dir: str | os.PathLike) -> list[str]:

@@ -19,18 +19,19 @@ import importlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Iterable
 
-from .runtime import FRAMEWORKS as DISTRIBUTIONS, detect_accelerator, dist_version
+from .runtime import FRAMEWORKS as DISTRIBUTIONS
+from .runtime import detect_accelerator, dist_version
 
 __all__ = ["Status", "load", "status", "available", "FRAMEWORKS"]
 
 FRAMEWORKS = ("jax", "numpy", "torch", "torch_xla", "tensorflow")
 _DISTS = {**DISTRIBUTIONS, "numpy": ("numpy",), "google.cloud.tpu_v2": ("google-cloud-tpu",)}  # module -> distributions
-_STATUS: dict[str, "Status"] = {}
+_STATUS: dict[str, Status] = {}
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,10 @@ def _first_line(exc: BaseException) -> str:
 def _refusal(name: str) -> str | None:
     """Reasons not to even try an import in this process."""
     if name == "torch_xla" and "tensorflow" in sys.modules and "torch_xla" not in sys.modules:
-        return ("TensorFlow is already imported in this process, and importing torch_xla after it aborts "
-                "the process: restart the kernel and use torch_xla before TensorFlow, or run it in another process")
+        return (
+            "TensorFlow is already imported in this process, and importing torch_xla after it aborts "
+            "the process: restart the kernel and use torch_xla before TensorFlow, or run it in another process"
+        )
     return None
 
 
@@ -111,8 +114,9 @@ def _check(name: str, timeout: float) -> Status:
     if name == "torch_xla" and "PJRT_DEVICE" not in env and detect_accelerator().kind != "tpu":
         env["PJRT_DEVICE"] = "CPU"
     try:
-        out = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True,
-                             timeout=timeout, env=env)
+        out = subprocess.run(
+            [sys.executable, "-c", f"import {name}"], capture_output=True, text=True, timeout=timeout, env=env
+        )
     except subprocess.TimeoutExpired:
         return Status(name, version, f"import {name} did not finish within {timeout:.0f} s")
     if out.returncode == 0:

@@ -32,9 +32,9 @@ from __future__ import annotations
 import csv
 import functools
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Iterable, Mapping, Sequence
 
 __all__ = [
     "Chip",
@@ -126,11 +126,14 @@ class Chip:
         shape = tuple(topology)
         dims = {"2D torus": 2, "3D torus": 3}.get(self.ici_topology)
         if dims is None or self.ici_wrap_at is None:
-            raise ValueError(f"{self.label} has no ICI wraparound rule in the chip table; "
-                             "pass wraparound=True or False yourself")
+            raise ValueError(
+                f"{self.label} has no ICI wraparound rule in the chip table; pass wraparound=True or False yourself"
+            )
         if len(shape) != dims or any(not isinstance(n, int) or n < 1 for n in shape):
-            raise ValueError(f"{self.label} is a {self.ici_topology}: give its slice as {dims} positive "
-                             f"integers, such as {(2, 4) if dims == 2 else (4, 4, 4)}, not {shape}")
+            raise ValueError(
+                f"{self.label} is a {self.ici_topology}: give its slice as {dims} positive "
+                f"integers, such as {(2, 4) if dims == 2 else (4, 4, 4)}, not {shape}"
+            )
         if dims == 3:  # wraparounds come from the optical switches of whole cubes
             whole = all(n % self.ici_wrap_at == 0 for n in shape)
             return (whole,) * 3
@@ -298,9 +301,11 @@ class Slice:
         return (2, 2, 1)
 
     def describe(self) -> str:
-        return (f"{self.name}: {self.chips} {self.chip.name} chips ({'x'.join(map(str, self.shape))}), "
-                f"{self.hosts} host{'s' if self.hosts > 1 else ''} of {self.chips_per_host} chips, "
-                f"{self.devices} JAX devices")
+        return (
+            f"{self.name}: {self.chips} {self.chip.name} chips ({'x'.join(map(str, self.shape))}), "
+            f"{self.hosts} host{'s' if self.hosts > 1 else ''} of {self.chips_per_host} chips, "
+            f"{self.devices} JAX devices"
+        )
 
 
 def _torus_shape(chips: int, three_d: bool) -> tuple[int, ...] | None:
@@ -341,19 +346,24 @@ def slice_of(name: str) -> Slice:
 
     parsed = parse_accelerator_type(name) if isinstance(name, str) else None
     if parsed is None or parsed[0] not in _TOPOLOGY_NAME:
-        raise ValueError(f"{name!r} is not a TPU slice the compiler knows: use a name like 'v5e-8', "
-                         f"'v5litepod-16', 'v6e-256', 'v5p-32', 'v4-8' or 'tpu7x-8'")
+        raise ValueError(
+            f"{name!r} is not a TPU slice the compiler knows: use a name like 'v5e-8', "
+            f"'v5litepod-16', 'v6e-256', 'v5p-32', 'v4-8' or 'tpu7x-8'"
+        )
     gen, chips = parsed
     chip = lookup(gen)
     shape = _torus_shape(chips, gen in _THREE_D)
     if shape is None:
-        raise ValueError(f"{name!r} is {chips} chips, which is not a standard {gen} slice: use a power of two"
-                         + (" of at least 4 chips" if gen in _THREE_D else ", 1 or at least 4 chips"))
+        raise ValueError(
+            f"{name!r} is {chips} chips, which is not a standard {gen} slice: use a power of two"
+            + (" of at least 4 chips" if gen in _THREE_D else ", 1 or at least 4 chips")
+        )
     per_host = chip.chips_per_host or 4
     single = chip.single_host_max_chips or per_host
     hosts = 1 if chips <= single else chips // per_host
-    return Slice(name=name, chip=chip, chips=chips, shape=shape, hosts=hosts,
-                 chips_per_host=chips if hosts == 1 else per_host)
+    return Slice(
+        name=name, chip=chip, chips=chips, shape=shape, hosts=hosts, chips_per_host=chips if hosts == 1 else per_host
+    )
 
 
 def estimate_cpu(model: str, cores: int, flags: Iterable[str], ghz: float | None) -> CpuEstimate:
@@ -375,13 +385,16 @@ def estimate_cpu(model: str, cores: int, flags: Iterable[str], ghz: float | None
     width = f"{simd}, two FMA units assumed"
     if simd == "AVX-512" and "amd" in model.lower() and not _AMD_FULL_WIDTH_AVX512.search(model):
         simd, per_cycle = "AVX-512 on 256-bit pipes", 2 * 8 * 2
-        width = ("AVX-512 on an AMD core taken as Zen 4: 512-bit FMAs run as two halves on two 256-bit "
-                 "pipes; a Zen 5 part would do 64")
+        width = (
+            "AVX-512 on an AMD core taken as Zen 4: 512-bit FMAs run as two halves on two 256-bit "
+            "pipes; a Zen 5 part would do 64"
+        )
     peak = cores * ghz * 1e9 * per_cycle if ghz and cores else None
     assumptions = [
         f"{per_cycle} float32 FLOPs per cycle per core ({width})",
         f"{cores} logical cores, all busy (hyper-threads count as cores: an upper bound)",
-        f"clock {ghz:.2f} GHz as the OS reports it, no turbo or AVX down-clocking" if ghz
+        f"clock {ghz:.2f} GHz as the OS reports it, no turbo or AVX down-clocking"
+        if ghz
         else "clock unknown, so no estimate",
     ]
     return CpuEstimate(model, cores, ghz, simd, per_cycle, peak, assumptions)
@@ -399,16 +412,28 @@ def markdown_table(rows: Iterable[Chip] | None = None, extra: Mapping[str, str] 
     """
     rows = list(chips() if rows is None else rows)
     head = [
-        "chip", "bf16 TFLOP/s", "int8 TOP/s", "HBM GiB", "HBM GB/s",
-        "interconnect GB/s, both ways", "MXU", "FLOP/B ridge", "source (read)",
+        "chip",
+        "bf16 TFLOP/s",
+        "int8 TOP/s",
+        "HBM GiB",
+        "HBM GB/s",
+        "interconnect GB/s, both ways",
+        "MXU",
+        "FLOP/B ridge",
+        "source (read)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in rows:
         ridge = c.ridge_point
         cells = [
-            c.label, _fmt(c.bf16_tflops), _fmt(c.int8_tops), _fmt(c.hbm_gib), _fmt(c.hbm_gbps),
+            c.label,
+            _fmt(c.bf16_tflops),
+            _fmt(c.int8_tops),
+            _fmt(c.hbm_gib),
+            _fmt(c.hbm_gbps),
             f"{_fmt(c.interconnect_gbps)} ({c.interconnect})" if c.interconnect else "–",
-            c.mxu or "–", _fmt(ridge and round(ridge)),
+            c.mxu or "–",
+            _fmt(ridge and round(ridge)),
             f"[{c.source_date}]({c.source})",
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -419,9 +444,16 @@ def markdown_table(rows: Iterable[Chip] | None = None, extra: Mapping[str, str] 
 
 # Label offsets (points) for chips whose labels would overlap their neighbours'.
 _LABEL_PLACES = {
-    "v3": (6, -9, "left"), "v4": (-6, 5, "right"), "v5e": (-7, -3, "right"), "v5p": (6, 4, "left"), "v6e": (-7, 3, "right"),
-    "7x": (-7, 3, "right"), "A100-40GB": (0, 8, "center"), "A100-80GB": (6, -11, "left"),
-    "H100": (-6, 5, "right"), "H200": (6, -11, "left"),
+    "v3": (6, -9, "left"),
+    "v4": (-6, 5, "right"),
+    "v5e": (-7, -3, "right"),
+    "v5p": (6, 4, "left"),
+    "v6e": (-7, 3, "right"),
+    "7x": (-7, 3, "right"),
+    "A100-40GB": (0, 8, "center"),
+    "A100-80GB": (6, -11, "left"),
+    "H100": (-6, 5, "right"),
+    "H200": (6, -11, "left"),
 }
 
 
@@ -439,12 +471,14 @@ def plot_chips(rows: Iterable[Chip] | None = None, *, here: tuple[str, float, fl
         _, ax = plt.subplots(figsize=(7, 4.5))
     for kind, marker, color in (("tpu", "o", "tab:blue"), ("gpu", "s", "tab:green")):
         pts = [c for c in rows if c.kind == kind]
-        ax.scatter([c.hbm_bandwidth for c in pts], [c.peak_flops for c in pts],
-                   marker=marker, color=color, label=kind.upper())
+        ax.scatter(
+            [c.hbm_bandwidth for c in pts], [c.peak_flops for c in pts], marker=marker, color=color, label=kind.upper()
+        )
         for c in pts:
             dx, dy, ha = _LABEL_PLACES.get(c.name, (5, 3, "left"))
-            ax.annotate(c.label, (c.hbm_bandwidth, c.peak_flops), textcoords="offset points",
-                        xytext=(dx, dy), ha=ha, fontsize=8)
+            ax.annotate(
+                c.label, (c.hbm_bandwidth, c.peak_flops), textcoords="offset points", xytext=(dx, dy), ha=ha, fontsize=8
+            )
     if here is not None:
         label, flops, bw = here
         ax.scatter([bw], [flops], marker="*", s=180, color="tab:red", label=label, zorder=3)

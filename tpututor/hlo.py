@@ -21,23 +21,52 @@ import contextlib
 import logging
 import re
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 __all__ = [
-    "Instruction", "Computation", "Module", "Summary", "parse", "summarize", "compare", "fusions", "entry_text",
+    "Instruction",
+    "Computation",
+    "Module",
+    "Summary",
+    "parse",
+    "summarize",
+    "compare",
+    "fusions",
+    "entry_text",
     "shape_bytes",
-    "JaxStages", "jax_stages", "tf_stages", "torch_xla_stages", "cost_record", "memory_record",
-    "jaxpr_bytes", "compiles", "COLLECTIVES", "ARRAY_SHAPE",
+    "JaxStages",
+    "jax_stages",
+    "tf_stages",
+    "torch_xla_stages",
+    "cost_record",
+    "memory_record",
+    "jaxpr_bytes",
+    "compiles",
+    "COLLECTIVES",
+    "ARRAY_SHAPE",
 ]
 
 # Ops that move no data and launch no work of their own.
 FREE_OPS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast"})
-COLLECTIVES = frozenset({
-    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "collective-broadcast",
-    "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
-    "collective-permute-start", "collective-permute-done", "ragged-all-to-all",
-})
+COLLECTIVES = frozenset(
+    {
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "all-to-all",
+        "collective-permute",
+        "collective-broadcast",
+        "all-reduce-start",
+        "all-reduce-done",
+        "all-gather-start",
+        "all-gather-done",
+        "collective-permute-start",
+        "collective-permute-done",
+        "ragged-all-to-all",
+    }
+)
 DOTS = frozenset({"dot", "convolution", "ragged-dot"})
 # Library matmuls appear as custom-calls (cuBLAS on GPU, oneDNN on CPU).
 _DOT_TARGETS = ("gemm", "matmul", "conv")
@@ -97,7 +126,7 @@ def _split_type(text: str) -> tuple[str, str]:
             depth += ch == "("
             depth -= ch == ")"
             if depth == 0:
-                return text[: i + 1], text[i + 1:]
+                return text[: i + 1], text[i + 1 :]
         return text, ""
     parts = text.split(None, 1)
     return parts[0], (" " + parts[1]) if len(parts) > 1 else ""
@@ -144,21 +173,44 @@ def _parse_instruction(line: str) -> Instruction | None:
     m = _NAME.match(line)
     if not m:
         return None
-    shape, rest = _split_type(line[m.end():])
+    shape, rest = _split_type(line[m.end() :])
     op = _OPCODE.match(rest)
     if not op:
         return None
     calls = [c.strip().lstrip("%") for group in _CALLS.findall(rest) for c in group.split(",") if c.strip()]
     kind = _KIND.search(rest)
     target = _TARGET.search(rest)
-    return Instruction(m.group(2), op.group(1), shape, bool(m.group(1)),
-                       kind.group(1) if kind and op.group(1) == "fusion" else None, calls,
-                       target.group(1) if target else None, rest[op.end():])
+    return Instruction(
+        m.group(2),
+        op.group(1),
+        shape,
+        bool(m.group(1)),
+        kind.group(1) if kind and op.group(1) == "fusion" else None,
+        calls,
+        target.group(1) if target else None,
+        rest[op.end() :],
+    )
 
 
-_DTYPE_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16,
-               "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64,
-               "c64": 64, "c128": 128}
+_DTYPE_BITS = {
+    "pred": 8,
+    "s4": 4,
+    "u4": 4,
+    "s8": 8,
+    "u8": 8,
+    "s16": 16,
+    "u16": 16,
+    "f16": 16,
+    "bf16": 16,
+    "s32": 32,
+    "u32": 32,
+    "f32": 32,
+    "s64": 64,
+    "u64": 64,
+    "f64": 64,
+    "c64": 64,
+    "c128": 128,
+}
 ARRAY_SHAPE = re.compile(r"\b([a-z]\w*)\[([\d,\s]*)\]")
 
 
@@ -199,9 +251,13 @@ class Summary:
     def row(self) -> dict[str, Any]:
         """The summary as one flat row (for tables)."""
         return {
-            "module": self.name, "kernels": self.kernels, "fusions": sum(self.fusions.values()),
+            "module": self.name,
+            "kernels": self.kernels,
+            "fusions": sum(self.fusions.values()),
             "fusion kinds": ", ".join(f"{k} {v}" for k, v in sorted(self.fusions.items())) or "-",
-            "dots": self.dots, "collectives": sum(self.collectives.values()), "host calls": self.host_calls,
+            "dots": self.dots,
+            "collectives": sum(self.collectives.values()),
+            "host calls": self.host_calls,
             "parameters": self.parameters,
             "top ops": ", ".join(f"{k} {v}" for k, v in self.ops.most_common(4)),
         }
@@ -240,8 +296,12 @@ def summarize(module: Module | str) -> Summary:
     fused_ops = Counter(i.opcode for comp in bodies for i in comp.instructions if i.opcode != "parameter")
     everything = _called(module, [entry.name])
     all_ops = Counter(i.opcode for comp in everything for i in comp.instructions)
-    targets = [i.custom_call_target for comp in everything for i in comp.instructions
-               if i.opcode == "custom-call" and i.custom_call_target]
+    targets = [
+        i.custom_call_target
+        for comp in everything
+        for i in comp.instructions
+        if i.opcode == "custom-call" and i.custom_call_target
+    ]
     library_dots = sum(any(t in target.lower() for t in _DOT_TARGETS) for target in targets)
     return Summary(
         name=module.name,
@@ -358,8 +418,7 @@ def torch_xla_stages(*tensors) -> dict[str, str]:
     import torch_xla
 
     tensors = list(tensors)
-    return {"ir": torch_xla._XLAC._get_xla_tensors_text(tensors),
-            "hlo": torch_xla._XLAC._get_xla_tensors_hlo(tensors)}
+    return {"ir": torch_xla._XLAC._get_xla_tensors_text(tensors), "hlo": torch_xla._XLAC._get_xla_tensors_hlo(tensors)}
 
 
 def cost_record(compiled) -> dict[str, float]:
@@ -370,8 +429,13 @@ def cost_record(compiled) -> dict[str, float]:
     return {k: float(v) for k, v in cost.items() if "{" not in k}
 
 
-_MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes",
-                  "alias_size_in_bytes", "generated_code_size_in_bytes")
+_MEMORY_FIELDS = (
+    "argument_size_in_bytes",
+    "output_size_in_bytes",
+    "temp_size_in_bytes",
+    "alias_size_in_bytes",
+    "generated_code_size_in_bytes",
+)
 
 
 def memory_record(compiled) -> dict[str, int]:

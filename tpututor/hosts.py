@@ -52,12 +52,24 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence, TextIO
+from typing import Any, NamedTuple, TextIO
 
-__all__ = ["Job", "Line", "HostExit", "Result", "host_env", "initialize_options", "free_port", "leftovers",
-           "main_thread_stack", "records",
-           "TIMEOUT_ENV", "LAUNCH_ID_ENV"]
+__all__ = [
+    "Job",
+    "Line",
+    "HostExit",
+    "Result",
+    "host_env",
+    "initialize_options",
+    "free_port",
+    "leftovers",
+    "main_thread_stack",
+    "records",
+    "TIMEOUT_ENV",
+    "LAUNCH_ID_ENV",
+]
 
 TIMEOUT_ENV = {  # variable -> the jax.distributed.initialize() argument it becomes
     "TPUTUTOR_HEARTBEAT_TIMEOUT": "heartbeat_timeout_seconds",
@@ -68,22 +80,28 @@ LAUNCH_ID_ENV = "TPUTUTOR_LAUNCH_ID"
 
 # Started in front of the command (Linux): ask the kernel to SIGKILL the host if the launcher dies,
 # even by SIGKILL itself, then become the command (exec keeps the process id).
-_DIE_WITH_PARENT = ("import ctypes, os, sys\n"
-                    "ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL\n"
-                    "if os.getppid() != int(sys.argv[1]): os._exit(137)  # the launcher is already gone\n"
-                    "os.execvp(sys.argv[2], sys.argv[2:])")
+_DIE_WITH_PARENT = (
+    "import ctypes, os, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(137)  # the launcher is already gone\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
 
 
-def initialize_options(environ: Mapping[str, str] | None = None,
-                       accepted: Iterable[str] | None = None) -> dict[str, int]:
+def initialize_options(
+    environ: Mapping[str, str] | None = None, accepted: Iterable[str] | None = None
+) -> dict[str, int]:
     """The keyword arguments for ``jax.distributed.initialize()`` that the launcher's timeout variables
     ask for (:data:`TIMEOUT_ENV`); empty on a TPU slice, where JAX's defaults apply. ``accepted``
     (``inspect.signature(jax.distributed.initialize).parameters``) drops those the running JAX does
     not take: JAX 0.7.2, Colab's, has no ``shutdown_timeout_seconds``."""
     environ = os.environ if environ is None else environ
     names = None if accepted is None else set(accepted)
-    return {arg: int(environ[var]) for var, arg in TIMEOUT_ENV.items()
-            if environ.get(var) and (names is None or arg in names)}
+    return {
+        arg: int(environ[var])
+        for var, arg in TIMEOUT_ENV.items()
+        if environ.get(var) and (names is None or arg in names)
+    }
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -93,29 +111,47 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def host_env(host: int, hosts: int, port: int, devices_per_host: int = 2, *, heartbeat_timeout: int = 10,
-             init_timeout: int = 60, shutdown_timeout: int = 30, launch_id: str = "",
-             base: Mapping[str, str] | None = None) -> dict[str, str]:
+def host_env(
+    host: int,
+    hosts: int,
+    port: int,
+    devices_per_host: int = 2,
+    *,
+    heartbeat_timeout: int = 10,
+    init_timeout: int = 60,
+    shutdown_timeout: int = 30,
+    launch_id: str = "",
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The environment of host ``host`` of ``hosts`` (see the module's docstring for each variable)."""
     if not 0 <= host < hosts:
         raise ValueError(f"host {host} is not one of 0..{hosts - 1}")
-    env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not k.startswith(("SLURM_", "OMPI_")) and k != "JAX_NUM_CPU_DEVICES"}
+    env = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if not k.startswith(("SLURM_", "OMPI_")) and k != "JAX_NUM_CPU_DEVICES"
+    }
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
-    env.update({
-        "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
-        "SLURM_JOB_ID": str(port), "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": str(hosts),
-        "SLURM_PROCID": str(host), "SLURM_LOCALID": str(host),
-        "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": " ".join(flags + [f"--xla_force_host_platform_device_count={devices_per_host}"]),
-        "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
-        "JAX_ENABLE_COMPILATION_CACHE": "false",
-        "TPUTUTOR_HEARTBEAT_TIMEOUT": str(heartbeat_timeout),
-        "TPUTUTOR_INIT_TIMEOUT": str(init_timeout),
-        "TPUTUTOR_SHUTDOWN_TIMEOUT": str(shutdown_timeout),
-        "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1",
-        LAUNCH_ID_ENV: launch_id,
-    })
+    env.update(
+        {
+            "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+            "SLURM_JOB_ID": str(port),
+            "SLURM_STEP_NODELIST": "127.0.0.1",
+            "SLURM_NTASKS": str(hosts),
+            "SLURM_PROCID": str(host),
+            "SLURM_LOCALID": str(host),
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": " ".join(flags + [f"--xla_force_host_platform_device_count={devices_per_host}"]),
+            "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
+            "JAX_ENABLE_COMPILATION_CACHE": "false",
+            "TPUTUTOR_HEARTBEAT_TIMEOUT": str(heartbeat_timeout),
+            "TPUTUTOR_INIT_TIMEOUT": str(init_timeout),
+            "TPUTUTOR_SHUTDOWN_TIMEOUT": str(shutdown_timeout),
+            "PYTHONFAULTHANDLER": "1",
+            "PYTHONUNBUFFERED": "1",
+            LAUNCH_ID_ENV: launch_id,
+        }
+    )
     return env
 
 
@@ -202,18 +238,31 @@ class Job:
     then the launcher kills them. After ``timeout`` seconds it kills every host.
     """
 
-    def __init__(self, command: Sequence[str], hosts: int = 4, devices_per_host: int = 2, *, port: int | None = None,
-                 heartbeat_timeout: int = 10, init_timeout: int = 60, shutdown_timeout: int = 30,
-                 grace: float | None = None, timeout: float = 600.0, env: Mapping[str, str] | None = None,
-                 cwd: str | os.PathLike | None = None, echo: bool | TextIO = True):
+    def __init__(
+        self,
+        command: Sequence[str],
+        hosts: int = 4,
+        devices_per_host: int = 2,
+        *,
+        port: int | None = None,
+        heartbeat_timeout: int = 10,
+        init_timeout: int = 60,
+        shutdown_timeout: int = 30,
+        grace: float | None = None,
+        timeout: float = 600.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike | None = None,
+        echo: bool | TextIO = True,
+    ):
         if not command:
             raise ValueError("no command to launch: give it after --, e.g. -- python -m tpututor.lm train ...")
         if hosts < 1 or devices_per_host < 1:
             raise ValueError(f"hosts and devices_per_host must be at least 1, got {hosts} and {devices_per_host}")
         self.command, self.hosts, self.devices_per_host = list(command), hosts, devices_per_host
         self.port = port
-        self.timeouts = dict(heartbeat_timeout=heartbeat_timeout, init_timeout=init_timeout,
-                             shutdown_timeout=shutdown_timeout)
+        self.timeouts = dict(
+            heartbeat_timeout=heartbeat_timeout, init_timeout=init_timeout, shutdown_timeout=shutdown_timeout
+        )
         self.grace = heartbeat_timeout + 15.0 if grace is None else grace
         self.timeout, self.env, self.cwd = timeout, env, cwd
         self.echo = sys.stdout if echo is True else echo or None
@@ -228,7 +277,7 @@ class Job:
         self._result: Result | None = None
 
     # -- starting
-    def start(self) -> "Job":
+    def start(self) -> Job:
         if self.procs:
             raise RuntimeError("this job has started already: make a new Job to launch again")
         self.port = self.port or free_port()
@@ -236,13 +285,29 @@ class Job:
         wrap = [sys.executable, "-S", "-c", _DIE_WITH_PARENT, str(os.getpid())] if sys.platform == "linux" else []
         try:
             for host in range(self.hosts):
-                env = host_env(host, self.hosts, self.port, self.devices_per_host, launch_id=self.launch_id,
-                               base=self.env, **self.timeouts)
-                proc = subprocess.Popen(wrap + self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, env=env, cwd=self.cwd, start_new_session=True)
+                env = host_env(
+                    host,
+                    self.hosts,
+                    self.port,
+                    self.devices_per_host,
+                    launch_id=self.launch_id,
+                    base=self.env,
+                    **self.timeouts,
+                )
+                proc = subprocess.Popen(
+                    wrap + self.command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=self.cwd,
+                    start_new_session=True,
+                )
                 self.procs.append(proc)
                 for target in (self._read, self._wait):
-                    t = threading.Thread(target=target, args=(host, proc), daemon=True, name=f"host{host}-{target.__name__}")
+                    t = threading.Thread(
+                        target=target, args=(host, proc), daemon=True, name=f"host{host}-{target.__name__}"
+                    )
                     t.start()
                     self._threads.append(t)
         except BaseException:
@@ -250,7 +315,7 @@ class Job:
             raise
         return self
 
-    def __enter__(self) -> "Job":
+    def __enter__(self) -> Job:
         return self if self.procs else self.start()
 
     def __exit__(self, *exc) -> None:
@@ -299,7 +364,7 @@ class Job:
             self._stopped.add(h)
             self._signal_group(p, signal.SIGTERM)
         deadline = time.monotonic() + wait
-        for h, p in running:
+        for _h, p in running:
             try:
                 p.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -353,8 +418,7 @@ class Job:
             else:
                 for p in self.procs:  # anything a host left behind in its process group
                     self._signal_group(p, signal.SIGKILL)
-        self._result = Result([self.exits[h] for h in sorted(self.exits)], list(self.lines), self.seconds(),
-                              timed_out)
+        self._result = Result([self.exits[h] for h in sorted(self.exits)], list(self.lines), self.seconds(), timed_out)
 
     @property
     def result(self) -> Result | None:

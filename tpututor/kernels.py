@@ -37,25 +37,45 @@ Nothing here imports JAX: index maps are plain Python functions of the grid indi
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence
 
 from . import hardware, roofline
 from .validate import positive_ints
 
 __all__ = [
-    "VMEM_MIB", "LANES", "SUBLANES", "vmem_capacity", "check_tile", "tile_ok", "suggest_blocks", "grid_steps", "block_indices",
-    "copies", "Operand", "KernelCost", "Placement", "device_roofline", "grid_cost", "elementwise_cost",
-    "softmax_cost", "matmul_cost", "attention_cost", "causal_blocks", "GuideRun", "GUIDE_V5E_MATMUL",
-    "GUIDE_SOURCE", "guide_cost", "guide_overheads", "plot_on_roofline",
+    "VMEM_MIB",
+    "LANES",
+    "SUBLANES",
+    "vmem_capacity",
+    "check_tile",
+    "tile_ok",
+    "suggest_blocks",
+    "grid_steps",
+    "block_indices",
+    "copies",
+    "Operand",
+    "KernelCost",
+    "Placement",
+    "device_roofline",
+    "grid_cost",
+    "elementwise_cost",
+    "softmax_cost",
+    "matmul_cost",
+    "attention_cost",
+    "causal_blocks",
+    "GuideRun",
+    "GUIDE_V5E_MATMUL",
+    "GUIDE_SOURCE",
+    "guide_cost",
+    "guide_overheads",
+    "plot_on_roofline",
 ]
 
 # VMEM per TensorCore, MiB (jax/_src/pallas/mosaic/tpu_info.py in JAX 0.10.2, read 2026-12-01).
 VMEM_MIB: dict[str, int] = {"v2": 16, "v3": 16, "v4": 16, "v5e": 128, "v5p": 64, "v6e": 128, "7x": 64}
 LANES, SUBLANES = 128, 8  # a vector register is 8 sublanes x 128 lanes of 32-bit values
 SOFTMAX_FLOPS_PER_ELEMENT = 5  # max compare, subtract, exp, add (row sum), divide; exp counted as one
-
-
 
 
 def _dims(name: str, dims: Sequence[int]) -> tuple[int, ...]:
@@ -80,9 +100,11 @@ def vmem_capacity(chip: str) -> int:
     found = hardware.find(chip) if isinstance(chip, str) else None
     name = found.name if found is not None else chip
     if name not in VMEM_MIB:
-        raise KeyError(f"no VMEM figure for {chip!r}; known: {', '.join(VMEM_MIB)} "
-                       "(on a TPU, pltpu.get_tpu_info().vmem_capacity_bytes gives it: JAX 0.8.1 and later, "
-                       "a table lookup by device kind)")
+        raise KeyError(
+            f"no VMEM figure for {chip!r}; known: {', '.join(VMEM_MIB)} "
+            "(on a TPU, pltpu.get_tpu_info().vmem_capacity_bytes gives it: JAX 0.8.1 and later, "
+            "a table lookup by device kind)"
+        )
     return VMEM_MIB[name] * 2**20
 
 
@@ -107,9 +129,11 @@ def _fits(array_shape: tuple[int, ...], block_shape: tuple[int, ...], dtype: str
         b, a, packing = block_shape[0], array_shape[0], _packing(dtype)
         if _rank1_ok(b, a, packing):
             return []
-        return [f"its only dimension {b} is not the array's full {a}, a multiple of {SUBLANES * LANES}, "
-                f"or a power of two of at least {LANES * packing} (128 x {packing}: {dtype} packs {packing} "
-                f"value{'s' if packing > 1 else ''} per 32 bits)"]
+        return [
+            f"its only dimension {b} is not the array's full {a}, a multiple of {SUBLANES * LANES}, "
+            f"or a power of two of at least {LANES * packing} (128 x {packing}: {dtype} packs {packing} "
+            f"value{'s' if packing > 1 else ''} per 32 bits)"
+        ]
     broken = []
     for axis, tile, which in ((-2, SUBLANES, "second to last"), (-1, LANES, "last")):
         b, a = block_shape[axis], array_shape[axis]
@@ -129,12 +153,15 @@ def _dim_rules(array_shape: tuple[int, ...], dtype: str) -> dict[int, tuple[Call
         a, packing = array_shape[0], _packing(dtype)
         return {0: (lambda d: _rank1_ok(d, a, packing), LANES * packing)}
     nd = len(array_shape)
-    return {nd - 2: (lambda d, a=array_shape[-2]: d % SUBLANES == 0 or d == a, SUBLANES),
-            nd - 1: (lambda d, a=array_shape[-1]: d % LANES == 0 or d == a, LANES)}
+    return {
+        nd - 2: (lambda d, a=array_shape[-2]: d % SUBLANES == 0 or d == a, SUBLANES),
+        nd - 1: (lambda d, a=array_shape[-1]: d % LANES == 0 or d == a, LANES),
+    }
 
 
-def suggest_blocks(array_shape: Sequence[int], block_shape: Sequence[int],
-                   dtype: str = "float32") -> dict[int, list[int]]:
+def suggest_blocks(
+    array_shape: Sequence[int], block_shape: Sequence[int], dtype: str = "float32"
+) -> dict[int, list[int]]:
     """For each axis where ``block_shape`` breaks Mosaic's rule, block sizes that obey it and
     divide the array's dimension, nearest to the given one first; the full dimension is always
     among them (last). Empty when the block is allowed."""
@@ -154,9 +181,11 @@ def suggest_blocks(array_shape: Sequence[int], block_shape: Sequence[int],
 def _suggest(a: int, choices: list[int], tile: int) -> str:
     text = "use " + " or ".join([f"{d} (divides {a})" for d in choices[:-1]] + [f"the full {a}"])
     if len(choices) == 1:  # no smaller block divides the array
-        text += (f"; or pad the array to {-(-a // tile) * tile}, or keep a block of {tile} with a grid of "
-                 f"pl.cdiv({a}, {tile}) = {-(-a // tile)} steps (the last block partial: its padding is "
-                 "garbage on input and dropped on output)")
+        text += (
+            f"; or pad the array to {-(-a // tile) * tile}, or keep a block of {tile} with a grid of "
+            f"pl.cdiv({a}, {tile}) = {-(-a // tile)} steps (the last block partial: its padding is "
+            "garbage on input and dropped on output)"
+        )
     return text
 
 
@@ -194,8 +223,10 @@ def check_tile(array_shape: Sequence[int], block_shape: Sequence[int], dtype: st
     if not broken:
         return
     rules, fixes = _dim_rules(array_shape, dtype), suggest_blocks(array_shape, block_shape, dtype)
-    text = [f"{why}: {_suggest(array_shape[axis], choices, rules[axis][1])}"
-            for why, (axis, choices) in zip(broken, sorted(fixes.items()))]
+    text = [
+        f"{why}: {_suggest(array_shape[axis], choices, rules[axis][1])}"
+        for why, (axis, choices) in zip(broken, sorted(fixes.items()))
+    ]
     raise ValueError(f"block {block_shape} of a {dtype} array {array_shape}: " + "; ".join(text))
 
 
@@ -217,8 +248,9 @@ def _index(index_map: Callable[..., Sequence[int]], step: tuple[int, ...], ndim:
     return tuple(int(g) for g in got)
 
 
-def block_indices(grid: Sequence[int], index_map: Callable[..., Sequence[int]],
-                  ndim: int | None = None) -> list[tuple[int, ...]]:
+def block_indices(
+    grid: Sequence[int], index_map: Callable[..., Sequence[int]], ndim: int | None = None
+) -> list[tuple[int, ...]]:
     """The block index an operand uses at every grid step, in step order."""
     return [_index(index_map, step, ndim) for step in grid_steps(grid)]
 
@@ -254,8 +286,10 @@ class Operand:
             raise ValueError(f"{self.name}: block {block} and array {shape} have different numbers of dimensions")
         for a, b in zip(shape, block):
             if a % b:
-                raise ValueError(f"{self.name}: block {block} does not divide the array {shape}; "
-                                 "choose block sizes that divide each dimension (or pad the array)")
+                raise ValueError(
+                    f"{self.name}: block {block} does not divide the array {shape}; "
+                    "choose block sizes that divide each dimension (or pad the array)"
+                )
         roofline.itemsize(self.dtype)  # a clear error for an unknown dtype
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "block", block)
@@ -282,8 +316,9 @@ def device_roofline(chip: str | hardware.Chip, dtype: str = "bfloat16") -> roofl
     per = found.jax_devices_per_chip or 1
     if per == 1:
         return roof
-    return roofline.Roofline(f"{roof.label}, per JAX device (1/{per} chip)", roof.peak_flops / per,
-                             roof.bandwidth / per)
+    return roofline.Roofline(
+        f"{roof.label}, per JAX device (1/{per} chip)", roof.peak_flops / per, roof.bandwidth / per
+    )
 
 
 @dataclass(frozen=True)
@@ -355,12 +390,29 @@ class KernelCost:
         roof = device_roofline(chip, "bfloat16")
         seconds = max(self.flops / roof.peak_flops, self.hbm_bytes / roof.bandwidth)
         attainable = roof.attainable(self.intensity)
-        return Placement(roof.label, self.intensity, roof.ridge_point, roof.bound(self.intensity), attainable,
-                         seconds, attainable / roof.peak_flops, self.steps, float(step_overhead))
+        return Placement(
+            roof.label,
+            self.intensity,
+            roof.ridge_point,
+            roof.bound(self.intensity),
+            attainable,
+            seconds,
+            attainable / roof.peak_flops,
+            self.steps,
+            float(step_overhead),
+        )
 
 
-def grid_cost(name: str, grid: Sequence[int], operands: Sequence[Operand], *, flops_per_step: int,
-              scratch_bytes: int = 0, computes: Callable[..., bool] | None = None, buffers: int = 2) -> KernelCost:
+def grid_cost(
+    name: str,
+    grid: Sequence[int],
+    operands: Sequence[Operand],
+    *,
+    flops_per_step: int,
+    scratch_bytes: int = 0,
+    computes: Callable[..., bool] | None = None,
+    buffers: int = 2,
+) -> KernelCost:
     """Count a kernel's traffic by walking its grid, as the TPU pipeline does.
 
     ``flops_per_step`` is what one grid step computes; ``computes(*step)``, if given, says which
@@ -392,8 +444,9 @@ def _divides(what: str, size: int, block: int) -> int:
     return size // block
 
 
-def elementwise_cost(shape: Sequence[int], block: Sequence[int], *, inputs: int = 2, dtype: str = "float32",
-                     flops_per_element: int = 1) -> KernelCost:
+def elementwise_cost(
+    shape: Sequence[int], block: Sequence[int], *, inputs: int = 2, dtype: str = "float32", flops_per_element: int = 1
+) -> KernelCost:
     """An elementwise kernel on 2-D blocks: every input read once, the output written once."""
     shape, block = _dims("shape", shape), _dims("block", block)
     positive_ints(inputs=inputs, flops_per_element=flops_per_element)
@@ -408,13 +461,25 @@ def elementwise_cost(shape: Sequence[int], block: Sequence[int], *, inputs: int 
 def softmax_cost(rows: int, cols: int, block_rows: int, dtype: str = "float32") -> KernelCost:
     """A row softmax with whole rows per block: x read once, the result written once."""
     grid = (_divides("rows", rows, block_rows),)
-    ops = [Operand("x", (rows, cols), (block_rows, cols), lambda i: (i, 0), dtype),
-           Operand("out", (rows, cols), (block_rows, cols), lambda i: (i, 0), dtype, output=True)]
+    ops = [
+        Operand("x", (rows, cols), (block_rows, cols), lambda i: (i, 0), dtype),
+        Operand("out", (rows, cols), (block_rows, cols), lambda i: (i, 0), dtype, output=True),
+    ]
     return grid_cost("row softmax", grid, ops, flops_per_step=SOFTMAX_FLOPS_PER_ELEMENT * block_rows * cols)
 
 
-def matmul_cost(m: int, k: int, n: int, bm: int, bk: int, bn: int, *, dtype: str = "bfloat16",
-                out_dtype: str | None = None, epilogue_flops_per_element: int = 0) -> KernelCost:
+def matmul_cost(
+    m: int,
+    k: int,
+    n: int,
+    bm: int,
+    bk: int,
+    bn: int,
+    *,
+    dtype: str = "bfloat16",
+    out_dtype: str | None = None,
+    epilogue_flops_per_element: int = 0,
+) -> KernelCost:
     """The tiled matmul: grid (m/bm, n/bn, k/bk), k last, an f32 (bm, bn) accumulator in VMEM.
 
     Closed form of what :func:`grid_cost` counts (the tests check they agree): x's (bm, bk)
@@ -427,8 +492,15 @@ def matmul_cost(m: int, k: int, n: int, bm: int, bk: int, bn: int, *, dtype: str
     y_reads = k * n * size * (gm if gk > 1 or gn > 1 else 1)
     epilogue = epilogue_flops_per_element * m * n
     vmem = 2 * (bm * bk * size + bk * bn * size + bm * bn * out_size) + bm * bn * 4
-    return KernelCost("tiled matmul", (gm, gn, gk), 2 * m * k * n + epilogue, {"x": x_reads, "y": y_reads},
-                      {"out": m * n * out_size}, vmem, gm * gn * gk)
+    return KernelCost(
+        "tiled matmul",
+        (gm, gn, gk),
+        2 * m * k * n + epilogue,
+        {"x": x_reads, "y": y_reads},
+        {"out": m * n * out_size},
+        vmem,
+        gm * gn * gk,
+    )
 
 
 def causal_blocks(seq_q: int, seq_k: int, bq: int, bk: int) -> int:
@@ -437,8 +509,9 @@ def causal_blocks(seq_q: int, seq_k: int, bq: int, bk: int) -> int:
     return sum(min(gk, ((i + 1) * bq - 1) // bk + 1) for i in range(gq))
 
 
-def attention_cost(seq_q: int, seq_k: int, d: int, bq: int, bk: int, *, dtype: str = "float32",
-                   causal: bool = False) -> KernelCost:
+def attention_cost(
+    seq_q: int, seq_k: int, d: int, bq: int, bk: int, *, dtype: str = "float32", causal: bool = False
+) -> KernelCost:
     """Flash attention blocked over keys: grid (seq_q/bq, seq_k/bk), keys last.
 
     Q's block stays for a whole row of the grid (read once); K and V are read once per query
@@ -453,14 +526,22 @@ def attention_cost(seq_q: int, seq_k: int, d: int, bq: int, bk: int, *, dtype: s
         return min(gk - 1, ((i + 1) * bq - 1) // bk)
 
     kv_map = (lambda i, j: (min(j, last_needed(i)), 0)) if causal else (lambda i, j: (j, 0))
-    ops = [Operand("q", (seq_q, d), (bq, d), lambda i, j: (i, 0), dtype),
-           Operand("k", (seq_k, d), (bk, d), kv_map, dtype),
-           Operand("v", (seq_k, d), (bk, d), kv_map, dtype),
-           Operand("out", (seq_q, d), (bq, d), lambda i, j: (i, 0), dtype, output=True)]
+    ops = [
+        Operand("q", (seq_q, d), (bq, d), lambda i, j: (i, 0), dtype),
+        Operand("k", (seq_k, d), (bk, d), kv_map, dtype),
+        Operand("v", (seq_k, d), (bk, d), kv_map, dtype),
+        Operand("out", (seq_q, d), (bq, d), lambda i, j: (i, 0), dtype, output=True),
+    ]
     scratch = 4 * (2 * bq * LANES + bq * d)  # running max and sum (lane-replicated) and the accumulator, f32
     computes = (lambda i, j: j <= last_needed(i)) if causal else None
-    return grid_cost("causal flash attention" if causal else "flash attention", (gq, gk), ops,
-                     flops_per_step=4 * bq * bk * d, scratch_bytes=scratch, computes=computes)
+    return grid_cost(
+        "causal flash attention" if causal else "flash attention",
+        (gq, gk),
+        ops,
+        flops_per_step=4 * bq * bk * d,
+        scratch_bytes=scratch,
+        computes=computes,
+    )
 
 
 @dataclass(frozen=True)
@@ -477,8 +558,10 @@ class GuideRun:
         return "XLA" if self.blocks is None else "x".join(str(b) for b in self.blocks)
 
 
-GUIDE_SOURCE = ("Pallas TPU matrix multiplication guide, docs/pallas/tpu/matmul.ipynb in jax-ml/jax at "
-                "cec06d116c05 (https://docs.jax.dev/en/latest/pallas/tpu/matmul.html), read 2026-12-01")
+GUIDE_SOURCE = (
+    "Pallas TPU matrix multiplication guide, docs/pallas/tpu/matmul.ipynb in jax-ml/jax at "
+    "cec06d116c05 (https://docs.jax.dev/en/latest/pallas/tpu/matmul.html), read 2026-12-01"
+)
 # The guide's first timing cells (plain kernel, then jnp.matmul), "Matmul time" in seconds, bf16,
 # jnp.ones inputs, timed with timeit around jax.block_until_ready (so Python dispatch is included).
 GUIDE_V5E_MATMUL: tuple[GuideRun, ...] = (

@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import __version__, check, lessons
 from .runtime import Host, Runtime, detect
@@ -59,8 +59,12 @@ def _present(name: str) -> bool:
         return False
 
 
-def install_plan(lesson: str | None = None, host: Host | None = None, installed: Iterable[str] | None = None,
-                 rt: Runtime | None = None) -> list[str] | None:
+def install_plan(
+    lesson: str | None = None,
+    host: Host | None = None,
+    installed: Iterable[str] | None = None,
+    rt: Runtime | None = None,
+) -> list[str] | None:
     """The pip command :func:`setup` would run here, or None when there is nothing to install.
 
     Only on Colab and Kaggle; only the add-ons ``lesson`` imports (every add-on when no lesson is
@@ -118,7 +122,8 @@ def setup(lesson: str | None = None, host: Host | None = None, run=subprocess.ru
                 f"This lesson needs {', '.join(unusable)}, which this runtime cannot use ({why}). "
                 f"{lessons.get(lesson)['note'][:1].upper()}{lessons.get(lesson)['note'][1:]}. "
                 "Nothing below is run: install or repair it (python -m tpututor doctor says how), then run "
-                "the lesson again.")
+                "the lesson again."
+            )
 
 
 class LessonCannotRun(RuntimeError):
@@ -166,10 +171,14 @@ def lacking(lesson: str, *, timeout: float = 180.0) -> dict[str, str]:
         if "torch_xla" in present and "PJRT_DEVICE" not in env and detect().accelerator.kind != "tpu":
             env["PJRT_DEVICE"] = "CPU"  # torch_xla never picks a GPU itself; without a TPU it is the CPU
         try:
-            probe = subprocess.run([sys.executable, "-c", _PROBE, *present], capture_output=True, text=True,
-                                   timeout=timeout, env=env)
-            out.update(json.loads(probe.stdout.strip().splitlines()[-1]) if probe.returncode == 0 else
-                       {name: f"importing it ended the interpreter (exit {probe.returncode})" for name in present})
+            probe = subprocess.run(
+                [sys.executable, "-c", _PROBE, *present], capture_output=True, text=True, timeout=timeout, env=env
+            )
+            out.update(
+                json.loads(probe.stdout.strip().splitlines()[-1])
+                if probe.returncode == 0
+                else {name: f"importing it ended the interpreter (exit {probe.returncode})" for name in present}
+            )
         except subprocess.TimeoutExpired:
             out.update({name: f"importing it took over {timeout:.0f} s" for name in present})
     return {name: out[name] for name in needed if name in out}

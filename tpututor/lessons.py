@@ -62,4 +62,5 @@ def find_root(start: str | os.PathLike | None = None) -> Path:
             return folder
     raise FileNotFoundError(
         f"no tpututor repository at or above {here}: run this inside a clone "
-        "(git clone https://github.com/tpututor/tpututor), or pass the notebooks folder explicitly")
+        "(git clone https://github.com/tpututor/tpututor), or pass the notebooks folder explicitly"
+    )

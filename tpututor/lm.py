@@ -46,21 +46,61 @@ import sys
 import sysconfig
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
-__all__ = ["Config", "PROFILES", "config_for", "VOCAB", "encode", "decode", "stdlib_corpus", "load_texts",
-           "Windows", "dataset", "to_device", "device_prefetch", "LM", "Block", "attention", "POLICIES",
-           "PARAM_AXES", "RULES", "MESH_AXES", "make_mesh", "logical_axes", "spec_for", "shardings",
-           "batch_sharding", "check_batch", "write_shards", "read_shards", "optimizer", "init_state",
-           "abstract_state", "loss_fn",
-           "train_step", "make_train_step", "eval_step", "checkpoint_manager", "save", "restore", "load",
-           "generate", "train", "main", "ShardingRuleError", "CheckpointMismatch"]
+__all__ = [
+    "Config",
+    "PROFILES",
+    "config_for",
+    "VOCAB",
+    "encode",
+    "decode",
+    "stdlib_corpus",
+    "load_texts",
+    "Windows",
+    "dataset",
+    "to_device",
+    "device_prefetch",
+    "LM",  # noqa: F822 (built on first use by __getattr__)
+    "Block",  # noqa: F822
+    "attention",
+    "POLICIES",
+    "PARAM_AXES",
+    "RULES",
+    "MESH_AXES",
+    "make_mesh",
+    "logical_axes",
+    "spec_for",
+    "shardings",
+    "batch_sharding",
+    "check_batch",
+    "write_shards",
+    "read_shards",
+    "optimizer",
+    "init_state",
+    "abstract_state",
+    "loss_fn",
+    "train_step",
+    "make_train_step",
+    "eval_step",
+    "checkpoint_manager",
+    "save",
+    "restore",
+    "load",
+    "generate",
+    "train",
+    "main",
+    "ShardingRuleError",
+    "CheckpointMismatch",
+]
 
 VOCAB = 256  # one token per byte of the text's UTF-8 encoding: ASCII is one byte, Hangul three
 
 
 # --------------------------------------------------------------------------- configuration
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -81,8 +121,10 @@ class Config:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"Config.{name} must be a positive integer, got {value!r}")
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads} "
-                             f"(each head gets d_model // n_heads columns)")
+            raise ValueError(
+                f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads} "
+                f"(each head gets d_model // n_heads columns)"
+            )
 
     @property
     def head_dim(self) -> int:
@@ -92,7 +134,7 @@ class Config:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "Config":
+    def from_dict(cls, values: Mapping[str, Any]) -> Config:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
 
@@ -138,6 +180,7 @@ def config_for(profile: str, device_kind: str | None = None, platform: str = "cp
 
 # --------------------------------------------------------------------------- tokenizer and corpus
 
+
 def encode(text: str):
     """Text -> int32 token ids: the bytes of its UTF-8 encoding (an ASCII character is its code)."""
     import numpy as np
@@ -160,8 +203,19 @@ def decode(ids: Iterable[int]) -> str:
     return "".join(out) + data.decode("utf-8", errors="replace")
 
 
-_SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "turtledemo",
-              "lib2to3", "ensurepip", "pydoc_data", "encodings"}
+_SKIP_DIRS = {
+    "test",
+    "tests",
+    "idle_test",
+    "site-packages",
+    "dist-packages",
+    "__pycache__",
+    "turtledemo",
+    "lib2to3",
+    "ensurepip",
+    "pydoc_data",
+    "encodings",
+}
 
 
 def stdlib_files(root: str | None = None) -> list[Path]:
@@ -176,8 +230,9 @@ def stdlib_files(root: str | None = None) -> list[Path]:
     return found
 
 
-def stdlib_corpus(max_chars: int = 2_000_000, held_out_every: int = 10, root: str | None = None
-                  ) -> tuple[str, str, list[Path]]:
+def stdlib_corpus(
+    max_chars: int = 2_000_000, held_out_every: int = 10, root: str | None = None
+) -> tuple[str, str, list[Path]]:
     """(training text, held-out text, files used): standard-library sources up to ``max_chars``.
 
     Every ``held_out_every``-th file goes to the held-out text, so evaluation reads code the
@@ -197,9 +252,16 @@ def stdlib_corpus(max_chars: int = 2_000_000, held_out_every: int = 10, root: st
     return "\n".join(train), "\n".join(held), used
 
 
-def load_texts(source: str, *, data_files: str | Sequence[str] | None = None, split: str = "train",
-               field: str = "text", max_chars: int | None = None, cache_dir: str | None = None,
-               **builder_kwargs) -> list[str]:
+def load_texts(
+    source: str,
+    *,
+    data_files: str | Sequence[str] | None = None,
+    split: str = "train",
+    field: str = "text",
+    max_chars: int | None = None,
+    cache_dir: str | None = None,
+    **builder_kwargs,
+) -> list[str]:
     """Texts from a Hugging Face data set: ``load_dataset(source, data_files=..., split=...)[field]``.
 
     With internet, ``source`` is a Hub name (``"roneneldan/TinyStories"``). Offline, the same call
@@ -223,6 +285,7 @@ def load_texts(source: str, *, data_files: str | Sequence[str] | None = None, sp
 
 # --------------------------------------------------------------------------- input pipeline
 
+
 class Windows:
     """A grain data source: window ``i`` is ``seq_len + 1`` tokens starting at ``i * seq_len``.
 
@@ -231,8 +294,9 @@ class Windows:
 
     def __init__(self, tokens, seq_len: int):
         if len(tokens) < seq_len + 1:
-            raise ValueError(f"{len(tokens)} tokens make no window of {seq_len + 1}: use more text or a "
-                             "shorter seq_len")
+            raise ValueError(
+                f"{len(tokens)} tokens make no window of {seq_len + 1}: use more text or a shorter seq_len"
+            )
         self.tokens, self.seq_len = tokens, seq_len
 
     def __len__(self) -> int:
@@ -240,11 +304,10 @@ class Windows:
 
     def __getitem__(self, i: int):
         start = int(i) * self.seq_len
-        return self.tokens[start:start + self.seq_len + 1]
+        return self.tokens[start : start + self.seq_len + 1]
 
 
-def dataset(tokens, seq_len: int, global_batch: int, *, seed: int = 0, process_index: int = 0,
-            process_count: int = 1):
+def dataset(tokens, seq_len: int, global_batch: int, *, seed: int = 0, process_index: int = 0, process_count: int = 1):
     """The grain pipeline; element ``s`` is this process's share of step ``s``'s batch.
 
     Windows are shuffled (a new order each epoch), repeated forever, cut into per-process
@@ -255,8 +318,10 @@ def dataset(tokens, seq_len: int, global_batch: int, *, seed: int = 0, process_i
     import grain
 
     if global_batch % process_count:
-        raise ValueError(f"global batch {global_batch} does not split over {process_count} processes: "
-                         f"use a multiple of {process_count}")
+        raise ValueError(
+            f"global batch {global_batch} does not split over {process_count} processes: "
+            f"use a multiple of {process_count}"
+        )
     ds = grain.MapDataset.source(Windows(tokens, seq_len)).shuffle(seed=seed).repeat()
     ds = ds.batch(global_batch // process_count, drop_remainder=True)
     return ds[process_index::process_count].map(lambda w: {"inputs": w[:, :-1], "targets": w[:, 1:]})
@@ -291,11 +356,13 @@ def read_shards(directory: str | os.PathLike, shard_options=None):
     opts = shard_options if shard_options is not None else grain.sharding.ShardByJaxProcess(drop_remainder=True)
     files = sorted(epath.Path(directory).glob("shard-*-of-*.npy"))
     if not files or len(files) % opts.shard_count:
-        raise ValueError(f"{directory} holds {len(files)} shard files, which do not split evenly over "
-                         f"{opts.shard_count} processes: write a multiple of {opts.shard_count} "
-                         f"(lm.write_shards(text, directory, shards=...))")
+        raise ValueError(
+            f"{directory} holds {len(files)} shard files, which do not split evenly over "
+            f"{opts.shard_count} processes: write a multiple of {opts.shard_count} "
+            f"(lm.write_shards(text, directory, shards=...))"
+        )
     parts = []
-    for path in files[opts.shard_index::opts.shard_count]:
+    for path in files[opts.shard_index :: opts.shard_count]:
         with path.open("rb") as f:
             parts.append(np.load(f))
     return np.concatenate(parts).astype(np.int32)
@@ -357,6 +424,7 @@ def device_prefetch(batches: Iterator[Mapping[str, Any]], sharding, size: int = 
 
 # --------------------------------------------------------------------------- the model (Flax NNX)
 
+
 def attention(q, k, v, mask):
     """Softmax attention per head. q: (B, Sq, H, Dh), k and v: (B, Sk, H, Dh), mask: (Sq, Sk) bool."""
     import jax
@@ -368,7 +436,7 @@ def attention(q, k, v, mask):
     return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _classes():
     """Build the NNX classes on first use (flax is imported here, not when tpututor.lm is)."""
     import jax
@@ -382,8 +450,9 @@ def _classes():
 
         def __init__(self, cfg: Config, rngs: nnx.Rngs):
             d, dt, pdt = cfg.d_model, jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
-            dense = functools.partial(nnx.Linear, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=init,
-                                      rngs=rngs)
+            dense = functools.partial(
+                nnx.Linear, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=init, rngs=rngs
+            )
             self.n_heads = cfg.n_heads
             self.norm1 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
             self.query, self.key, self.value = dense(d, d), dense(d, d), dense(d, d)
@@ -405,12 +474,14 @@ def _classes():
             dt, pdt = jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
             self.cfg = cfg
             self.embed = nnx.Embed(cfg.vocab, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=init, rngs=rngs)
-            self.pos_embed = nnx.Embed(cfg.seq_len, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=init,
-                                       rngs=rngs)
+            self.pos_embed = nnx.Embed(
+                cfg.seq_len, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=init, rngs=rngs
+            )
             self.blocks = nnx.data([Block(cfg, rngs) for _ in range(cfg.n_layers)])
             self.norm = nnx.RMSNorm(cfg.d_model, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
-            self.head = nnx.Linear(cfg.d_model, cfg.vocab, use_bias=False, dtype=dt, param_dtype=pdt,
-                                   kernel_init=init, rngs=rngs)
+            self.head = nnx.Linear(
+                cfg.d_model, cfg.vocab, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=init, rngs=rngs
+            )
 
         def __call__(self, tokens, *, remat: Callable | None = None, constrain: Callable | None = None):
             """tokens (B, S) int -> logits (B, S, vocab) in float32.
@@ -440,8 +511,12 @@ def _policies() -> dict:
     import jax
 
     cp = jax.checkpoint_policies
-    return {"none": None, "full": cp.nothing_saveable, "dots": cp.dots_with_no_batch_dims_saveable,
-            "dots_all": cp.dots_saveable}
+    return {
+        "none": None,
+        "full": cp.nothing_saveable,
+        "dots": cp.dots_with_no_batch_dims_saveable,
+        "dots_all": cp.dots_saveable,
+    }
 
 
 POLICIES = ("none", "full", "dots", "dots_all")  # remat policy names for make_train_step
@@ -453,8 +528,9 @@ def remat_wrapper(policy) -> Callable | None:
 
     if isinstance(policy, str):
         if policy not in POLICIES:
-            raise ValueError(f"unknown remat policy {policy!r}: use one of {POLICIES} or a jax.checkpoint_policies "
-                             "function")
+            raise ValueError(
+                f"unknown remat policy {policy!r}: use one of {POLICIES} or a jax.checkpoint_policies function"
+            )
         if policy == "none":
             return None
         policy = _policies()[policy]
@@ -507,8 +583,10 @@ def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, devices: Sequence |
     devices = list(jax.devices() if devices is None else devices)
     shape = (data, fsdp, tensor)
     if math.prod(shape) != len(devices):
-        raise ShardingRuleError(f"a mesh of data={data} x fsdp={fsdp} x tensor={tensor} needs {math.prod(shape)} "
-                                f"devices but {len(devices)} are given: make the sizes multiply to {len(devices)}")
+        raise ShardingRuleError(
+            f"a mesh of data={data} x fsdp={fsdp} x tensor={tensor} needs {math.prod(shape)} "
+            f"devices but {len(devices)} are given: make the sizes multiply to {len(devices)}"
+        )
     return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
 
 
@@ -532,8 +610,13 @@ def logical_axes(path: str, ndim: int) -> tuple[str | None, ...]:
     return (None,) * ndim
 
 
-def spec_for(axes: Sequence[str | None], rules: Mapping[str, Any], mesh, shape: Sequence[int] | None = None,
-             what: str = "an array"):
+def spec_for(
+    axes: Sequence[str | None],
+    rules: Mapping[str, Any],
+    mesh,
+    shape: Sequence[int] | None = None,
+    what: str = "an array",
+):
     """Logical axes -> a ``PartitionSpec`` on ``mesh`` through ``rules``.
 
     A mesh axis already used by an earlier dimension is skipped (one axis splits one dimension).
@@ -551,7 +634,8 @@ def spec_for(axes: Sequence[str | None], rules: Mapping[str, Any], mesh, shape: 
         if missing:
             raise ShardingRuleError(
                 f"the rule {name!r} -> {target!r} names mesh axis {missing[0]!r}, but the mesh has axes "
-                f"{tuple(mesh.axis_names)}: map {name!r} to one of those, or to None to keep it whole")
+                f"{tuple(mesh.axis_names)}: map {name!r} to one of those, or to None to keep it whole"
+            )
         names = tuple(n for n in names if n not in used and mesh.shape[n] > 1)
         used.update(names)
         if shape is not None and names:
@@ -561,7 +645,8 @@ def spec_for(axes: Sequence[str | None], rules: Mapping[str, Any], mesh, shape: 
             if shape[i] % ways:
                 raise ShardingRuleError(
                     f"dimension {i} ({name!r}, size {shape[i]}) of {what} does not divide over mesh axes {names} "
-                    f"({ways} devices): pick a size divisible by {ways}, or map {name!r} to None")
+                    f"({ways} devices): pick a size divisible by {ways}, or map {name!r} to None"
+                )
         out.append(None if not names else names[0] if len(names) == 1 else names)
     return P(*out)
 
@@ -596,11 +681,13 @@ def check_batch(global_batch: int, mesh, rules: Mapping[str, Any] = RULES) -> in
         lower, upper = global_batch // ways * ways, (global_batch // ways + 1) * ways
         raise ShardingRuleError(
             f"a global batch of {global_batch} rows does not divide over the {ways} data shards of mesh axes "
-            f"{names}: use a multiple of {ways} (e.g. {lower or upper} or {upper})")
+            f"{names}: use a multiple of {ways} (e.g. {lower or upper} or {upper})"
+        )
     return global_batch // ways
 
 
 # --------------------------------------------------------------------------- state, loss, step
+
 
 def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
     """AdamW (Optax) after clipping the gradients' global norm to 1; the learning rate warms up for
@@ -610,13 +697,16 @@ def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
     import optax
 
     warmup = max(1, steps // 10)
-    schedule = optax.warmup_cosine_decay_schedule(0.0, learning_rate, warmup, max(steps, warmup + 1),
-                                                  learning_rate / 10)
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0, learning_rate, warmup, max(steps, warmup + 1), learning_rate / 10
+    )
+
     def matrices(params):
         return jax.tree.map(lambda p: p.ndim > 1, params)
 
-    return optax.chain(optax.clip_by_global_norm(1.0),
-                       optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1, mask=matrices))
+    return optax.chain(
+        optax.clip_by_global_norm(1.0), optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1, mask=matrices)
+    )
 
 
 def _new_state(cfg: Config, tx, seed: int) -> dict:
@@ -679,8 +769,9 @@ def train_step(state: dict, batch: Mapping[str, Any], *, graph, tx, remat=None, 
     return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
 
 
-def make_train_step(cfg: Config, tx, mesh, rules: Mapping[str, Any] = RULES, *, remat="none",
-                    donate: bool = True, abstract=None):
+def make_train_step(
+    cfg: Config, tx, mesh, rules: Mapping[str, Any] = RULES, *, remat="none", donate: bool = True, abstract=None
+):
     """``jax.jit(train_step)`` with the state's and the batch's shardings from ``rules`` on ``mesh``.
 
     ``remat`` is a policy name (:data:`POLICIES`) or a ``jax.checkpoint_policies`` function;
@@ -698,9 +789,12 @@ def make_train_step(cfg: Config, tx, mesh, rules: Mapping[str, Any] = RULES, *, 
         return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec_for(axes, rules, mesh)))
 
     step = functools.partial(train_step, graph=graphdef(cfg), tx=tx, remat=remat_wrapper(remat), constrain=constrain)
-    return jax.jit(step, in_shardings=(state_sh, {"inputs": batch_sh, "targets": batch_sh}),
-                   out_shardings=(state_sh, NamedSharding(mesh, spec_for((), rules, mesh))),
-                   donate_argnums=(0,) if donate else ())
+    return jax.jit(
+        step,
+        in_shardings=(state_sh, {"inputs": batch_sh, "targets": batch_sh}),
+        out_shardings=(state_sh, NamedSharding(mesh, spec_for((), rules, mesh))),
+        donate_argnums=(0,) if donate else (),
+    )
 
 
 def eval_step(cfg: Config):
@@ -712,6 +806,7 @@ def eval_step(cfg: Config):
 
 
 # --------------------------------------------------------------------------- checkpoints (Orbax)
+
 
 class CheckpointMismatch(ValueError):
     """A checkpoint directory holds another model's checkpoints; nothing was written or deleted."""
@@ -730,8 +825,9 @@ def checkpoint_path(directory: str | os.PathLike):
 def _saved_config(directory) -> tuple[int, dict] | None:
     import orbax.checkpoint as ocp
 
-    with ocp.CheckpointManager(directory, item_names=("state", "config"),
-                               options=ocp.CheckpointManagerOptions(create=False)) as reader:
+    with ocp.CheckpointManager(
+        directory, item_names=("state", "config"), options=ocp.CheckpointManagerOptions(create=False)
+    ) as reader:
         step = reader.latest_step()
         if step is None:
             return None
@@ -757,7 +853,8 @@ def checkpoint_manager(directory: str | os.PathLike, cfg: Config, *, save_every:
                 f"{directory} holds checkpoints (latest step {step}) of another model: "
                 + ", ".join(f"{k}={old} there, {new} here" for k, (old, new) in diff.items())
                 + f". Nothing was changed. Use a new directory for this model, or resume that run with "
-                  f"lm.Config.from_dict({saved})")
+                f"lm.Config.from_dict({saved})"
+            )
     options = ocp.CheckpointManagerOptions(save_interval_steps=save_every, max_to_keep=keep, create=True)
     return ocp.CheckpointManager(directory, item_names=("state", "config"), options=options)
 
@@ -766,8 +863,11 @@ def save(manager, step: int, state: dict, cfg: Config, *, force: bool = False) -
     """Save ``state`` as checkpoint ``step`` if the manager's interval says so (or ``force``)."""
     import orbax.checkpoint as ocp
 
-    return manager.save(step, force=force, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                                  config=ocp.args.JsonSave(cfg.to_dict())))
+    return manager.save(
+        step,
+        force=force,
+        args=ocp.args.Composite(state=ocp.args.StandardSave(state), config=ocp.args.JsonSave(cfg.to_dict())),
+    )
 
 
 def restore(manager, cfg: Config, target, step: int | None = None) -> dict:
@@ -785,10 +885,13 @@ def restore(manager, cfg: Config, target, step: int | None = None) -> dict:
         raise FileNotFoundError(f"no checkpoint in {manager.directory}: train first, or pass another directory")
     saved = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore())).config
     if Config.from_dict(saved) != cfg:
-        raise CheckpointMismatch(f"checkpoint {step} in {manager.directory} is of {Config.from_dict(saved)}, "
-                                 f"not {cfg}: restore it with lm.Config.from_dict(...) of the saved config")
-    target = jax.tree.map(lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=getattr(t, "sharding", None)),
-                          target)
+        raise CheckpointMismatch(
+            f"checkpoint {step} in {manager.directory} is of {Config.from_dict(saved)}, "
+            f"not {cfg}: restore it with lm.Config.from_dict(...) of the saved config"
+        )
+    target = jax.tree.map(
+        lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=getattr(t, "sharding", None)), target
+    )
     return manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))).state
 
 
@@ -806,15 +909,18 @@ def load(directory: str | os.PathLike, step: int | None = None):
         raise FileNotFoundError(f"no checkpoint in {directory}: train first (lm.train, or lesson 08 (training))")
     cfg = Config.from_dict(found[1])
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    target = jax.tree.map(lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=device),
-                          abstract_state(cfg, optimizer()))
-    with ocp.CheckpointManager(directory, item_names=("state", "config"),
-                               options=ocp.CheckpointManagerOptions(create=False)) as manager:
+    target = jax.tree.map(
+        lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=device), abstract_state(cfg, optimizer())
+    )
+    with ocp.CheckpointManager(
+        directory, item_names=("state", "config"), options=ocp.CheckpointManagerOptions(create=False)
+    ) as manager:
         state = restore(manager, cfg, target, found[0] if step is None else step)
     return cfg, model_from(cfg, state["params"])
 
 
 # --------------------------------------------------------------------------- sampling
+
 
 def generate(model, prompt: str, length: int = 200, *, temperature: float = 0.8, seed: int = 0) -> str:
     """``prompt`` continued by ``length`` sampled tokens (bytes; a sliding window of ``seq_len``)."""
@@ -834,21 +940,34 @@ def generate(model, prompt: str, length: int = 200, *, temperature: float = 0.8,
     ids = list(encode(prompt)) or [ord("\n")]
     key = jax.random.key(seed)
     for _ in range(length):
-        context = ids[-cfg.seq_len:]
+        context = ids[-cfg.seq_len :]
         window = np.zeros(cfg.seq_len, np.int32)
-        window[:len(context)] = context
+        window[: len(context)] = context
         key, sub = jax.random.split(key)
         ids.append(int(next_token(params, jnp.asarray(window), len(context), sub)))
-    return decode(ids[len(encode(prompt)):])
+    return decode(ids[len(encode(prompt)) :])
 
 
 # --------------------------------------------------------------------------- the training loop
 
-def train(cfg: Config, *, steps: int, batch: int, mesh=None, rules: Mapping[str, Any] = RULES,
-          ckpt_dir: str | os.PathLike | None = None, save_every: int = 10, seed: int = 0,
-          learning_rate: float = 3e-3, schedule_steps: int | None = None, corpus_chars: int = 2_000_000,
-          remat="none", on_step: Callable[[int, float], None] | None = None,
-          data_dir: str | os.PathLike | None = None) -> dict[int, float]:
+
+def train(
+    cfg: Config,
+    *,
+    steps: int,
+    batch: int,
+    mesh=None,
+    rules: Mapping[str, Any] = RULES,
+    ckpt_dir: str | os.PathLike | None = None,
+    save_every: int = 10,
+    seed: int = 0,
+    learning_rate: float = 3e-3,
+    schedule_steps: int | None = None,
+    corpus_chars: int = 2_000_000,
+    remat="none",
+    on_step: Callable[[int, float], None] | None = None,
+    data_dir: str | os.PathLike | None = None,
+) -> dict[int, float]:
     """Train up to step ``steps`` (resuming from ``ckpt_dir``'s latest checkpoint); return {step: loss}.
 
     ``schedule_steps`` (default ``steps``) is the length the learning-rate schedule is laid out for,
@@ -870,14 +989,21 @@ def train(cfg: Config, *, steps: int, batch: int, mesh=None, rules: Mapping[str,
         ds = dataset(read_shards(data_dir), cfg.seq_len, batch // jax.process_count(), seed=seed)
     else:
         text, _, _ = stdlib_corpus(corpus_chars)
-        ds = dataset(encode(text), cfg.seq_len, batch, seed=seed, process_index=jax.process_index(),
-                     process_count=jax.process_count())
+        ds = dataset(
+            encode(text),
+            cfg.seq_len,
+            batch,
+            seed=seed,
+            process_index=jax.process_index(),
+            process_count=jax.process_count(),
+        )
     abstract = abstract_state(cfg, tx, seed)
     step_fn = make_train_step(cfg, tx, mesh, rules, remat=remat, abstract=abstract)
     manager = checkpoint_manager(ckpt_dir, cfg, save_every=save_every) if ckpt_dir is not None else None
     if manager is not None and manager.latest_step() is not None:
-        target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract,
-                              shardings(abstract, rules, mesh))
+        target = jax.tree.map(
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings(abstract, rules, mesh)
+        )
         state = restore(manager, cfg, target)
     else:
         state = init_state(cfg, tx, seed, mesh, rules)
@@ -898,7 +1024,9 @@ def train(cfg: Config, *, steps: int, batch: int, mesh=None, rules: Mapping[str,
                 break
         if manager is not None:
             manager.wait_until_finished()
-            if not preempted and start < steps and steps not in manager.all_steps():  # the last step, whatever the interval
+            if (
+                not preempted and start < steps and steps not in manager.all_steps()
+            ):  # the last step, whatever the interval
                 save(manager, steps, state, cfg, force=True)
                 manager.wait_until_finished()
     finally:
@@ -928,10 +1056,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--coordinator", help="host:port of process 0, for a multi-process run")
     t.add_argument("--num-processes", type=int, default=1)
     t.add_argument("--process-id", type=int, default=0)
-    t.add_argument("--distributed", action="store_true",
-                   help="first call jax.distributed.initialize() with no topology arguments: on a TPU slice the "
-                        "runtime supplies it, under `python -m tpututor launch` the environment; then only "
-                        "process 0 prints progress")
+    t.add_argument(
+        "--distributed",
+        action="store_true",
+        help="first call jax.distributed.initialize() with no topology arguments: on a TPU slice the "
+        "runtime supplies it, under `python -m tpututor launch` the environment; then only "
+        "process 0 prints progress",
+    )
     t.add_argument("--data-dir", help="a folder (or gs:// path) of lm.write_shards files; each process reads its own")
     t.add_argument("--logdir", help="write loss and seconds per step as TensorBoard event files here (process 0)")
     args = parser.parse_args(argv)
@@ -942,15 +1073,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     if args.coordinator:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(coordinator_address=args.coordinator, num_processes=args.num_processes,
-                                   process_id=args.process_id)
+        jax.distributed.initialize(
+            coordinator_address=args.coordinator, num_processes=args.num_processes, process_id=args.process_id
+        )
     if args.distributed:
         from . import hosts
 
         options = hosts.initialize_options(accepted=inspect.signature(jax.distributed.initialize).parameters)
         jax.distributed.initialize(**options)  # + the launcher's short timeouts, if any
-        print(json.dumps({"process": jax.process_index(), "processes": jax.process_count(),
-                          "devices": jax.device_count(), "local_devices": jax.local_device_count()}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "process": jax.process_index(),
+                    "processes": jax.process_count(),
+                    "devices": jax.device_count(),
+                    "local_devices": jax.local_device_count(),
+                }
+            ),
+            flush=True,
+        )
     cfg = Config.from_dict(json.loads(args.config)) if args.config else PROFILES[args.profile]
     mesh = make_mesh(*map(int, args.mesh.split(","))) if args.mesh else None
 
@@ -972,10 +1113,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     start = time.perf_counter()
     try:
-        losses = train(cfg, steps=args.steps, batch=args.batch, mesh=mesh, ckpt_dir=args.ckpt_dir,
-                       save_every=args.save_every, seed=args.seed, learning_rate=args.lr,
-                       schedule_steps=args.schedule_steps, corpus_chars=args.corpus_chars, on_step=report,
-                       data_dir=args.data_dir)
+        losses = train(
+            cfg,
+            steps=args.steps,
+            batch=args.batch,
+            mesh=mesh,
+            ckpt_dir=args.ckpt_dir,
+            save_every=args.save_every,
+            seed=args.seed,
+            learning_rate=args.lr,
+            schedule_steps=args.schedule_steps,
+            corpus_chars=args.corpus_chars,
+            on_step=report,
+            data_dir=args.data_dir,
+        )
     finally:
         if writer is not None:
             writer.close()

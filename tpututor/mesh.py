@@ -40,14 +40,27 @@ import itertools
 import math
 import numbers
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from . import hardware, hlo
 
-__all__ = ["pick_devices", "suggest_shapes", "make_mesh", "shards", "shard_table", "plot_sharding",
-           "Collective", "collectives", "HOP_LATENCY", "collective_seconds", "data_parallel_threshold",
-           "tensor_parallel_limit", "collective_table"]
+__all__ = [
+    "pick_devices",
+    "suggest_shapes",
+    "make_mesh",
+    "shards",
+    "shard_table",
+    "plot_sharding",
+    "Collective",
+    "collectives",
+    "HOP_LATENCY",
+    "collective_seconds",
+    "data_parallel_threshold",
+    "tensor_parallel_limit",
+    "collective_table",
+]
 
 
 def pick_devices(n: int, platform: str | None = None) -> list:
@@ -85,8 +98,7 @@ def suggest_shapes(count: int, ndim: int = 2) -> list[tuple[int, ...]]:
     return out
 
 
-def make_mesh(shape: Sequence[int], names: Sequence[str], *, devices: Sequence | None = None,
-              explicit: bool = False):
+def make_mesh(shape: Sequence[int], names: Sequence[str], *, devices: Sequence | None = None, explicit: bool = False):
     """A ``jax.sharding.Mesh`` of ``shape`` over ``devices`` (default: :func:`pick_devices`).
 
     ``explicit=False`` gives Auto axes (the compiler propagates shardings; the
@@ -115,8 +127,10 @@ def make_mesh(shape: Sequence[int], names: Sequence[str], *, devices: Sequence |
     devices = list(devices)
     if len(devices) != needed:
         fits = ", ".join(map(str, suggest_shapes(len(devices), len(shape))))
-        raise ValueError(f"mesh shape {shape} needs {needed} devices but {len(devices)} were given; "
-                         f"shapes that fit {len(devices)}: {fits}")
+        raise ValueError(
+            f"mesh shape {shape} needs {needed} devices but {len(devices)} were given; "
+            f"shapes that fit {len(devices)}: {fits}"
+        )
     kind = jax.sharding.AxisType.Explicit if explicit else jax.sharding.AxisType.Auto
     return jax.make_mesh(shape, names, axis_types=(kind,) * len(shape), devices=devices)
 
@@ -159,8 +173,9 @@ def plot_sharding(array, ax=None, title: str | None = None):
     cmap = plt.get_cmap("tab10")
     for key, ids in owners.items():
         (r0, r1), (c0, c1) = ((0, 1), key[0]) if array.ndim == 1 else key
-        ax.add_patch(plt.Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=cmap(min(ids) % 10), alpha=0.55,
-                                   edgecolor="black"))
+        ax.add_patch(
+            plt.Rectangle((c0, r0), c1 - c0, r1 - r0, facecolor=cmap(min(ids) % 10), alpha=0.55, edgecolor="black")
+        )
         label = ",".join(map(str, sorted(ids))) if len(ids) <= 4 else f"{len(ids)} devices"
         ax.text((c0 + c1) / 2, (r0 + r1) / 2, label, ha="center", va="center", fontsize=8)
     ax.set_xlim(0, cols)
@@ -251,20 +266,40 @@ def collectives(program: Any, devices: int | None = None) -> list[Collective]:
             if inst.opcode.endswith("-start") and shape.startswith("("):
                 # async start: (operands..., results...); count the results
                 parts = [m.group(0) for m in hlo.ARRAY_SHAPE.finditer(shape)]
-                shape = "(" + ", ".join(parts[len(parts) // 2:]) + ")"
+                shape = "(" + ", ".join(parts[len(parts) // 2 :]) + ")"
             nbytes = hlo.shape_bytes(shape)  # a combined collective's tuple counts every buffer
             n = _group_size(inst.text, devices)
             by_name = {i.name: i for i in comp.instructions}
             first = _OPERAND.match(inst.text.strip())
-            out.append(Collective(kind, inst.name, shape, nbytes, n, _moved(kind, nbytes, n),
-                                  _trace_parameter(first.group(1), by_name) if first and comp.entry else None,
-                                  _updated_parameter(inst, comp, by_name) if comp.entry else None))
+            out.append(
+                Collective(
+                    kind,
+                    inst.name,
+                    shape,
+                    nbytes,
+                    n,
+                    _moved(kind, nbytes, n),
+                    _trace_parameter(first.group(1), by_name) if first and comp.entry else None,
+                    _updated_parameter(inst, comp, by_name) if comp.entry else None,
+                )
+            )
     return out
 
 
 # Ops that only move, retype or relabel a value: what they read is still the same tensor.
-_LAYOUT_OPS = frozenset({"bitcast", "copy", "reshape", "transpose", "convert", "copy-start", "copy-done",
-                         "get-tuple-element", "optimization-barrier"})
+_LAYOUT_OPS = frozenset(
+    {
+        "bitcast",
+        "copy",
+        "reshape",
+        "transpose",
+        "convert",
+        "copy-start",
+        "copy-done",
+        "get-tuple-element",
+        "optimization-barrier",
+    }
+)
 _OPERAND = re.compile(r"^\(?\s*(?:[a-z]\w*\[[^\]]*\](?:\{[^}]*\})?\s+)?%?([\w.\-]+)")  # text after the opcode
 _NAMES = re.compile(r"%?([A-Za-z_][\w.\-]*)")
 
@@ -340,14 +375,24 @@ def _ici_chip(chip: str | hardware.Chip) -> hardware.Chip:
     chip = hardware.lookup(chip) if isinstance(chip, str) else chip
     if chip.ici_link_bandwidth is None:
         with_figures = ", ".join(c.name for c in hardware.chips() if c.ici_link_bandwidth)
-        why = (f"it connects over {chip.interconnect}, not an ICI torus" if chip.kind == "gpu"
-               else "the chip table has no per-link ICI figure for it")
+        why = (
+            f"it connects over {chip.interconnect}, not an ICI torus"
+            if chip.kind == "gpu"
+            else "the chip table has no per-link ICI figure for it"
+        )
         raise ValueError(f"no ICI cost model for {chip.label}: {why}. Chips with per-axis figures: {with_figures}")
     return chip
 
 
-def collective_seconds(kind: str, nbytes: float, axis_size: int | Sequence[int], chip: str | hardware.Chip, *,
-                       wraparound: bool | Sequence[bool], hop_latency: float = HOP_LATENCY) -> float:
+def collective_seconds(
+    kind: str,
+    nbytes: float,
+    axis_size: int | Sequence[int],
+    chip: str | hardware.Chip,
+    *,
+    wraparound: bool | Sequence[bool],
+    hop_latency: float = HOP_LATENCY,
+) -> float:
     """Estimated seconds for one collective along a mesh axis of a TPU slice (scaling-book's model).
 
     ``nbytes`` is V, the whole array: an all-gather's gathered result, a
@@ -394,8 +439,9 @@ def collective_seconds(kind: str, nbytes: float, axis_size: int | Sequence[int],
     return factor * max(hops * hop_latency, moving)
 
 
-def data_parallel_threshold(chip: str | hardware.Chip, axis_size: int | Sequence[int], *,
-                            wraparound: bool | Sequence[bool], grad_bytes: int = 2) -> float:
+def data_parallel_threshold(
+    chip: str | hardware.Chip, axis_size: int | Sequence[int], *, wraparound: bool | Sequence[bool], grad_bytes: int = 2
+) -> float:
     """Tokens per chip above which a data-parallel step stays compute bound.
 
     For a weight of P parameters the backward pass does 4 FLOPs per parameter
@@ -425,8 +471,10 @@ def tensor_parallel_limit(d_ff: int, chip: str | hardware.Chip, *, wraparound: b
         raise ValueError(f"d_ff must be a positive integer, got {d_ff}")
 
     def compute_bound(y: int) -> bool:
-        comms = sum(collective_seconds(k, act_bytes, y, chip, wraparound=wraparound, hop_latency=0)
-                    for k in ("all-gather", "reduce-scatter"))
+        comms = sum(
+            collective_seconds(k, act_bytes, y, chip, wraparound=wraparound, hop_latency=0)
+            for k in ("all-gather", "reduce-scatter")
+        )
         return 4 * d_ff / (y * chip.peak_flops) >= comms
 
     y = 1
@@ -435,8 +483,13 @@ def tensor_parallel_limit(d_ff: int, chip: str | hardware.Chip, *, wraparound: b
     return y
 
 
-def collective_table(found: Sequence[Collective], chips: Sequence[str] = ("v5e", "v5p", "v6e"), *,
-                     slices: Mapping[str, Sequence[int]] | None = None, devices: int | None = None) -> str:
+def collective_table(
+    found: Sequence[Collective],
+    chips: Sequence[str] = ("v5e", "v5p", "v6e"),
+    *,
+    slices: Mapping[str, Sequence[int]] | None = None,
+    devices: int | None = None,
+) -> str:
     """Markdown: each collective, its bytes, and its estimated time on each chip.
 
     Each chip runs the program on a slice: ``slices[name]`` (``{"v5p": (2, 2, 2)}``),
@@ -455,8 +508,10 @@ def collective_table(found: Sequence[Collective], chips: Sequence[str] = ("v5e",
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     shapes = {c.name: tuple((slices or {}).get(c.name) or _compact_slice(c, devices)) for c in rows}
     if any(c.ici_wrap_at is None for c in rows):
-        raise ValueError(f"no wraparound rule for {', '.join(c.label for c in rows if c.ici_wrap_at is None)} in the "
-                         "chip table; time its collectives with collective_seconds(..., wraparound=True or False)")
+        raise ValueError(
+            f"no wraparound rule for {', '.join(c.label for c in rows if c.ici_wrap_at is None)} in the "
+            "chip table; time its collectives with collective_seconds(..., wraparound=True or False)"
+        )
     wraps_of = {c.name: c.wraparound(shapes[c.name]) for c in rows}
     for c in found:
         times = []
@@ -476,8 +531,10 @@ def _compact_slice(chip: hardware.Chip, n: int) -> tuple[int, ...]:
     """The most compact slice of n chips (a power of two) on a chip's torus: (2, 4), (2, 2, 2), (4, 4, 8)."""
     dims = {"2D torus": 2, "3D torus": 3}.get(chip.ici_topology)
     if dims is None or n < 1 or n & (n - 1):
-        raise ValueError(f"no standard {chip.label} slice of {n} chips to assume; pass slices={{{chip.name!r}: "
-                         f"shape}} with the slice's topology")
+        raise ValueError(
+            f"no standard {chip.label} slice of {n} chips to assume; pass slices={{{chip.name!r}: "
+            f"shape}} with the slice's topology"
+        )
     shape = [1] * dims
     for i in range(n.bit_length() - 1):
         shape[dims - 1 - i % dims] *= 2  # double the axes in turn, the last first

@@ -14,8 +14,9 @@ metrics module as ``met`` so tests can pass a fake.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Metrics", "snapshot", "measure", "table", "EXPECTED_FALLBACKS"]
 
@@ -57,7 +58,7 @@ class Metrics:
         """Scalars read to Python (``.item()``, ``bool(tensor)``, ``if tensor:``): each one waits for the device."""
         return self.fallbacks.get("aten::_local_scalar_dense", 0)
 
-    def __sub__(self, other: "Metrics") -> "Metrics":
+    def __sub__(self, other: Metrics) -> Metrics:
         out = Metrics()
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
@@ -70,9 +71,13 @@ class Metrics:
 
     def row(self) -> dict[str, Any]:
         return {
-            "compiles": self.compiles, "compile s": round(self.compile_seconds, 3),
-            "executions": self.executions, "execute s": round(self.execute_seconds, 3), "cached": self.cached_compiles,
-            "to device": self.transfers_to_device, "from device": self.transfers_from_device,
+            "compiles": self.compiles,
+            "compile s": round(self.compile_seconds, 3),
+            "executions": self.executions,
+            "execute s": round(self.execute_seconds, 3),
+            "cached": self.cached_compiles,
+            "to device": self.transfers_to_device,
+            "from device": self.transfers_from_device,
             "fallbacks": ", ".join(f"{k} x{v}" for k, v in self.fallbacks.items()) or "-",
         }
 
@@ -105,10 +110,15 @@ def snapshot(met: Any = None) -> Metrics:
     from_dev, from_dev_s = _metric(met, "TransferFromDeviceTime")
     names = list(met.counter_names())
     return Metrics(
-        compiles=compiles, compile_seconds=compile_s, executions=executions, execute_seconds=execute_s,
+        compiles=compiles,
+        compile_seconds=compile_s,
+        executions=executions,
+        execute_seconds=execute_s,
         cached_compiles=_counter(met, "CachedCompile"),
-        transfers_to_device=to_dev, transfer_to_device_seconds=to_dev_s,
-        transfers_from_device=from_dev, transfer_from_device_seconds=from_dev_s,
+        transfers_to_device=to_dev,
+        transfer_to_device_seconds=to_dev_s,
+        transfers_from_device=from_dev,
+        transfer_from_device_seconds=from_dev_s,
         syncs=_counter(met, "MarkStep"),
         fallbacks={n: _counter(met, n) for n in names if n.startswith("aten::")},
     )

@@ -24,16 +24,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["matmul_params", "flops_per_token", "flops_per_step", "attention_flops_per_token", "xla_flops",
-           "peak", "cpu_ceiling", "mfu", "Throughput", "throughput"]
+__all__ = [
+    "matmul_params",
+    "flops_per_token",
+    "flops_per_step",
+    "attention_flops_per_token",
+    "xla_flops",
+    "peak",
+    "cpu_ceiling",
+    "mfu",
+    "Throughput",
+    "throughput",
+]
 
 
 def _dims(cfg: Any) -> tuple[int, int, int, int, int]:
     try:
         dims = (cfg.d_model, cfg.n_layers, cfg.d_ff, cfg.vocab, cfg.seq_len)
     except AttributeError as err:
-        raise TypeError(f"expected a model config with d_model, n_layers, d_ff, vocab and seq_len "
-                        f"(tpututor.lm.Config), got {type(cfg).__name__}") from err
+        raise TypeError(
+            f"expected a model config with d_model, n_layers, d_ff, vocab and seq_len "
+            f"(tpututor.lm.Config), got {type(cfg).__name__}"
+        ) from err
     if any(not isinstance(v, int) or v < 1 for v in dims):
         raise ValueError(f"config sizes must be positive integers, got {dims}")
     return dims

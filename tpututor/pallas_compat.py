@@ -24,7 +24,8 @@ JAX is imported inside the functions only.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["cores_field", "interpret_params", "races_found", "grid_point_recorder"]
 
@@ -39,8 +40,9 @@ def cores_field() -> str:
     for name in _CORES_FIELDS:
         if name in fields:
             return name
-    raise RuntimeError(f"this JAX's pltpu.InterpretParams has none of {_CORES_FIELDS}; "
-                       "tpututor.pallas_compat needs updating for it")
+    raise RuntimeError(
+        f"this JAX's pltpu.InterpretParams has none of {_CORES_FIELDS}; tpututor.pallas_compat needs updating for it"
+    )
 
 
 def interpret_params(*, cores: int = 1, **kwargs: Any):
@@ -56,8 +58,9 @@ def interpret_params(*, cores: int = 1, **kwargs: Any):
 
     clash = [k for k in kwargs if k in _CORES_FIELDS]
     if clash:
-        raise ValueError(f"pass the number of cores as cores=..., not {clash[0]}=... "
-                         "(that field's name depends on the JAX version)")
+        raise ValueError(
+            f"pass the number of cores as cores=..., not {clash[0]}=... (that field's name depends on the JAX version)"
+        )
     return pltpu.InterpretParams(**kwargs, **({cores_field(): cores} if cores != 1 else {}))
 
 
@@ -72,8 +75,10 @@ def races_found() -> bool:
         if hasattr(found, "races"):
             state = found.races
             return bool(state is not None and state.races_found)
-    raise RuntimeError("this JAX keeps TPU interpret mode's race state somewhere tpututor.pallas_compat "
-                       "does not know; read the 'RACE DETECTED' lines the detector prints instead")
+    raise RuntimeError(
+        "this JAX keeps TPU interpret mode's race state somewhere tpututor.pallas_compat "
+        "does not know; read the 'RACE DETECTED' lines the detector prints instead"
+    )
 
 
 def grid_point_recorder(log: list) -> Callable[..., Any]:
@@ -92,8 +97,10 @@ def grid_point_recorder(log: list) -> Callable[..., Any]:
         elif len(args) == 2:  # JAX 0.7.2: (grid point, core) -> None
             token, (point, core) = None, args
         else:
-            raise TypeError(f"grid_point_recorder called with {len(args)} arguments; "
-                            "tpututor.pallas_compat needs updating for this JAX")
+            raise TypeError(
+                f"grid_point_recorder called with {len(args)} arguments; "
+                "tpututor.pallas_compat needs updating for this JAX"
+            )
         log.append((tuple(int(i) for i in point), int(core)))
         return token
 

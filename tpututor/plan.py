@@ -28,13 +28,32 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any
 
-__all__ = ["Memory", "Plan", "Finding", "Forgotten", "plan", "transformer_params", "review", "forgotten",
-           "STRATEGIES", "SCALING_BOOK", "CompileCheck", "CompilerUnavailable", "compile_check", "lm_shape",
-           "largest_allocations", "compiler_figures", "biggest_buffers", "eng", "SANE"]
+__all__ = [
+    "Memory",
+    "Plan",
+    "Finding",
+    "Forgotten",
+    "plan",
+    "transformer_params",
+    "review",
+    "forgotten",
+    "STRATEGIES",
+    "SCALING_BOOK",
+    "CompileCheck",
+    "CompilerUnavailable",
+    "compile_check",
+    "lm_shape",
+    "largest_allocations",
+    "compiler_figures",
+    "biggest_buffers",
+    "eng",
+    "SANE",
+]
 
 STRATEGIES = ("DP", "FSDP")
 SCALING_BOOK = "https://github.com/jax-ml/scaling-book"
@@ -52,16 +71,19 @@ def _positive(name: str, value: Any, *, example: str, integer: bool = False) -> 
 
 
 # What a real training run can be: outside these the figures mean nothing (a typo, a unit slip).
-SANE = {"params": (1e5, 1e13, "100 thousand to 10 trillion parameters"),
-        "tokens": (1e6, 1e16, "a million to 10 quadrillion tokens"),
-        "chips": (1, 200_000, "1 to 200,000 chips")}
+SANE = {
+    "params": (1e5, 1e13, "100 thousand to 10 trillion parameters"),
+    "tokens": (1e6, 1e16, "a million to 10 quadrillion tokens"),
+    "chips": (1, 200_000, "1 to 200,000 chips"),
+}
 
 
 def _sane(name: str, value: float) -> float:
     low, high, words = SANE[name]
     if not low <= value <= high:
-        raise ValueError(f"{name} = {value:.3g} is outside any real training run ({words}); "
-                         f"check the units (8e9 is 8 billion)")
+        raise ValueError(
+            f"{name} = {value:.3g} is outside any real training run ({words}); check the units (8e9 is 8 billion)"
+        )
     return value
 
 
@@ -80,9 +102,18 @@ def _non_negative(name: str, value: Any) -> float:
     return float(value)
 
 
-def transformer_params(layers: int, d_model: int, vocab: int, *, d_ff: int | None = None, heads: int | None = None,
-                       kv_heads: int | None = None, head_dim: int | None = None, ffw_matrices: int = 3,
-                       tied_embeddings: bool = False) -> int:
+def transformer_params(
+    layers: int,
+    d_model: int,
+    vocab: int,
+    *,
+    d_ff: int | None = None,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    ffw_matrices: int = 3,
+    tied_embeddings: bool = False,
+) -> int:
     """Parameters of a decoder-only transformer, counted the way the scaling book's LLaMA chapter does.
 
     Per layer: ``ffw_matrices x d_model x d_ff`` (3 for a gated MLP, 2 for a plain one) plus
@@ -127,10 +158,21 @@ class Memory:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(total_bytes=self.total_bytes, free_bytes=self.free_bytes, fits=self.fits,
-                 **{f"{k}_gib": v / GIB for k, v in (("params", self.params_bytes), ("grads", self.grads_bytes),
-                                                     ("optimizer", self.optimizer_bytes),
-                                                     ("total", self.total_bytes), ("hbm", self.hbm_bytes))})
+        d.update(
+            total_bytes=self.total_bytes,
+            free_bytes=self.free_bytes,
+            fits=self.fits,
+            **{
+                f"{k}_gib": v / GIB
+                for k, v in (
+                    ("params", self.params_bytes),
+                    ("grads", self.grads_bytes),
+                    ("optimizer", self.optimizer_bytes),
+                    ("total", self.total_bytes),
+                    ("hbm", self.hbm_bytes),
+                )
+            },
+        )
         return d
 
 
@@ -219,18 +261,37 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "params": self.params, "tokens": self.tokens, "chip": self.chip, "chips": self.chips, "mfu": self.mfu,
-            "region": self.region, "peak_flops_per_chip": self.peak_flops,
+            "params": self.params,
+            "tokens": self.tokens,
+            "chip": self.chip,
+            "chips": self.chips,
+            "mfu": self.mfu,
+            "region": self.region,
+            "peak_flops_per_chip": self.peak_flops,
             "memory_per_chip": {k: m.to_dict() for k, m in self.memory.items()},
-            "flops": self.flops, "seconds": self.seconds, "hours": self.hours, "days": self.days,
-            "chip_hours": self.chip_hours, "slice_name": self.slice_name,
-            "batch": None if self.batch is None else {
-                "sequences": self.batch, "seq_len": self.seq_len, "tokens_per_chip": self.tokens_per_chip,
-                "steps": self.steps, "compute_bound_above_tokens_per_chip": self.comm_threshold,
-                "communication_bound": self.communication_bound},
-            "cost_usd": {"on_demand": self.cost_on_demand, "spot": self.cost_spot,
-                         "price_on_demand": self.price_on_demand, "price_spot": self.price_spot,
-                         "basis": self.price_basis},
+            "flops": self.flops,
+            "seconds": self.seconds,
+            "hours": self.hours,
+            "days": self.days,
+            "chip_hours": self.chip_hours,
+            "slice_name": self.slice_name,
+            "batch": None
+            if self.batch is None
+            else {
+                "sequences": self.batch,
+                "seq_len": self.seq_len,
+                "tokens_per_chip": self.tokens_per_chip,
+                "steps": self.steps,
+                "compute_bound_above_tokens_per_chip": self.comm_threshold,
+                "communication_bound": self.communication_bound,
+            },
+            "cost_usd": {
+                "on_demand": self.cost_on_demand,
+                "spot": self.cost_spot,
+                "price_on_demand": self.price_on_demand,
+                "price_spot": self.price_spot,
+                "basis": self.price_basis,
+            },
             "assumptions": list(self.assumptions),
         }
 
@@ -238,11 +299,17 @@ class Plan:
         """The plan as the CLI prints it."""
         m = self.memory
         unit = self.unit
-        lines = [f"Plan: {self.params:.3g} parameters, {self.tokens:.3g} tokens on {self.chips} x {self.chip_label} "
-                 f"({self.region}), MFU {self.mfu:.0%}", "",
-                 f"{'memory per ' + unit + ' (GiB)':<28}{'DP':>10}{'FSDP':>10}"]
-        for label, key in (("parameters", "params_bytes"), ("gradients", "grads_bytes"),
-                           ("optimizer state", "optimizer_bytes")):
+        lines = [
+            f"Plan: {self.params:.3g} parameters, {self.tokens:.3g} tokens on {self.chips} x {self.chip_label} "
+            f"({self.region}), MFU {self.mfu:.0%}",
+            "",
+            f"{'memory per ' + unit + ' (GiB)':<28}{'DP':>10}{'FSDP':>10}",
+        ]
+        for label, key in (
+            ("parameters", "params_bytes"),
+            ("gradients", "grads_bytes"),
+            ("optimizer state", "optimizer_bytes"),
+        ):
             lines.append(f"  {label:<26}{getattr(m['DP'], key) / GIB:>10.2f}{getattr(m['FSDP'], key) / GIB:>10.2f}")
         lines.append(f"  {'total':<26}{m['DP'].total_bytes / GIB:>10.2f}{m['FSDP'].total_bytes / GIB:>10.2f}")
         lines.append(f"  {'HBM':<26}{m['DP'].hbm_bytes / GIB:>10.2f}{m['FSDP'].hbm_bytes / GIB:>10.2f}")
@@ -250,47 +317,73 @@ class Plan:
         lines.append(f"  {'fits? (state only)':<26}{verdict['DP']:>10}{verdict['FSDP']:>10}")
         for k, v in m.items():
             if v.fits:
-                lines.append(f"  {k}: fits (state only, {v.free_bytes / GIB:.1f} GiB left for activations, the "
-                             "program and its buffers)")
+                lines.append(
+                    f"  {k}: fits (state only, {v.free_bytes / GIB:.1f} GiB left for activations, the "
+                    "program and its buffers)"
+                )
             else:
                 lines.append(f"  {k}: does NOT fit ({-v.free_bytes / GIB:.1f} GiB over, before any activation)")
         lines += [""]
         if self.slice_name:
             lines.append(f"slice    {self.chips} chips = accelerator type {self.slice_name} ({self.naming})")
-            lines.append("quota    Cloud TPU quota for them, per project, region and TPU version; on-demand and "
-                         "preemptible (spot) counted apart")
-        lines += [f"compute  6 x {self.params:.3g} x {self.tokens:.3g} = {self.flops:.3g} FLOPs",
-                  f"time     {self.flops:.3g} / ({self.chips} x {self.peak_flops / 1e12:g} TFLOP/s x {self.mfu:g}) "
-                  f"= {self.seconds:.3g} s = {self.hours:,.0f} h = {self.days:,.1f} days",
-                  f"{unit}-hours {self.chip_hours:,.0f}"]
+            lines.append(
+                "quota    Cloud TPU quota for them, per project, region and TPU version; on-demand and "
+                "preemptible (spot) counted apart"
+            )
+        lines += [
+            f"compute  6 x {self.params:.3g} x {self.tokens:.3g} = {self.flops:.3g} FLOPs",
+            f"time     {self.flops:.3g} / ({self.chips} x {self.peak_flops / 1e12:g} TFLOP/s x {self.mfu:g}) "
+            f"= {self.seconds:.3g} s = {self.hours:,.0f} h = {self.days:,.1f} days",
+            f"{unit}-hours {self.chip_hours:,.0f}",
+        ]
         if self.batch is not None:
-            lines.append(f"batch    {self.batch} x {self.seq_len} tokens = {eng(self.batch * self.seq_len)} tokens per "
-                         f"step, {self.tokens_per_chip:,.0f} per {unit}; {eng(self.steps)} steps")
+            lines.append(
+                f"batch    {self.batch} x {self.seq_len} tokens = {eng(self.batch * self.seq_len)} tokens per "
+                f"step, {self.tokens_per_chip:,.0f} per {unit}; {eng(self.steps)} steps"
+            )
             if self.communication_bound is None:
                 lines.append("         (no ICI model for this chip or chip count: communication not checked)")
             elif self.communication_bound:
-                lines.append(f"WARNING  communication-bound: {self.tokens_per_chip:,.0f} tokens per {unit} is below the "
-                             f"{self.comm_threshold:,.0f} at which the backward pass hides the gradient sum; the time "
-                             "above is out of reach. Raise the batch, use fewer chips, or send bf16 gradients")
+                lines.append(
+                    f"WARNING  communication-bound: {self.tokens_per_chip:,.0f} tokens per {unit} is below the "
+                    f"{self.comm_threshold:,.0f} at which the backward pass hides the gradient sum; the time "
+                    "above is out of reach. Raise the batch, use fewer chips, or send bf16 gradients"
+                )
             else:
-                lines.append(f"         compute-bound: above the {self.comm_threshold:,.0f} tokens per {unit} at which "
-                             "the backward pass hides the gradient sum")
+                lines.append(
+                    f"         compute-bound: above the {self.comm_threshold:,.0f} tokens per {unit} at which "
+                    "the backward pass hides the gradient sum"
+                )
         if self.cost_on_demand is None:
             lines.append(f"cost     {self.price_basis}")
         else:
             lines.append(f"cost     on demand ${self.price_on_demand:.2f}/{unit}-h: ${self.cost_on_demand:,.0f}")
             if self.cost_spot is not None:
-                lines.append(f"         spot      ${self.price_spot:.2f}/{unit}-h: ${self.cost_spot:,.0f} "
-                             "(spot VMs can be taken back at any time: checkpoint)")
+                lines.append(
+                    f"         spot      ${self.price_spot:.2f}/{unit}-h: ${self.cost_spot:,.0f} "
+                    "(spot VMs can be taken back at any time: checkpoint)"
+                )
             lines.append(f"         ({self.price_basis})")
         lines += ["", "assumptions:"] + [f"  - {a}" for a in self.assumptions]
         return "\n".join(lines)
 
 
-def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, *, region: str = "us-central1",
-         price_per_chip_hour: float | None = None, param_bytes: float = 4, grad_bytes: float = 4,
-         optimizer_bytes: float = 8, hbm_bytes: float | None = None, batch: int | None = None,
-         seq_len: int = 1024) -> Plan:
+def plan(
+    params: float,
+    tokens: float,
+    chip: str,
+    chips: int,
+    mfu: float = 0.4,
+    *,
+    region: str = "us-central1",
+    price_per_chip_hour: float | None = None,
+    param_bytes: float = 4,
+    grad_bytes: float = 4,
+    optimizer_bytes: float = 8,
+    hbm_bytes: float | None = None,
+    batch: int | None = None,
+    seq_len: int = 1024,
+) -> Plan:
     """Memory per chip (DP and FSDP), time and cost of training ``params`` parameters on ``tokens`` tokens.
 
     ``chip`` is a chip-table name (``"v5p"``, ``"v6e"``, ``"H100"``); ``chips`` how many **chips**
@@ -321,10 +414,14 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
         known = ", ".join(c.name for c in hardware.chips() if c.peak_flops)
         raise ValueError(f"unknown chip {chip!r}: use one of {known}")
     if not found.peak_flops or not found.hbm_bytes:
-        raise ValueError(f"{found.name} has no bf16 peak or HBM in the chip table, so it cannot be planned; "
-                         "choose a chip with bf16 matrix units")
-    pb, gb, ob = (_non_negative(k, v) for k, v in (("param_bytes", param_bytes), ("grad_bytes", grad_bytes),
-                                                   ("optimizer_bytes", optimizer_bytes)))
+        raise ValueError(
+            f"{found.name} has no bf16 peak or HBM in the chip table, so it cannot be planned; "
+            "choose a chip with bf16 matrix units"
+        )
+    pb, gb, ob = (
+        _non_negative(k, v)
+        for k, v in (("param_bytes", param_bytes), ("grad_bytes", grad_bytes), ("optimizer_bytes", optimizer_bytes))
+    )
     hbm = found.hbm_bytes if hbm_bytes is None else _positive("hbm_bytes", hbm_bytes, example="96e9")
     memory = {
         "DP": Memory("DP", params * pb, params * gb, params * ob, hbm),
@@ -337,20 +434,26 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
         basis = f"your price, ${price_od:.2f} per {unit}-hour (no spot price given)"
     else:
         if region not in cost.regions():
-            raise ValueError(f"no prices for region {region!r} in tpututor's table (it prices "
-                             f"{', '.join(cost.regions())}); choose one of those or pass price_per_chip_hour= "
-                             f"(--price) from {cost.PRICING_PAGE}")
+            raise ValueError(
+                f"no prices for region {region!r} in tpututor's table (it prices "
+                f"{', '.join(cost.regions())}); choose one of those or pass price_per_chip_hour= "
+                f"(--price) from {cost.PRICING_PAGE}"
+            )
         try:
             row = cost.price(found.name, region)
             price_od, cost_spot = row.on_demand_usd, row.spot_usd
             basis = f"list prices for {row.chip} in {row.region}, read {row.source_date} from {row.source}"
             if row.status:
-                basis = (f"{row.status.upper()} row (its notes say why; check {cost.GPU_PRICING_PAGE if row.kind == 'gpu' else cost.PRICING_PAGE} "
-                         f"and pass --price): " + basis)
+                basis = (
+                    f"{row.status.upper()} row (its notes say why; check {cost.GPU_PRICING_PAGE if row.kind == 'gpu' else cost.PRICING_PAGE} "
+                    f"and pass --price): " + basis
+                )
         except ValueError:
             price_od = cost_spot = None
-            basis = (f"no list price for {found.name} in {region} in tpututor's table: pass price_per_chip_hour= "
-                     f"(--price) from {cost.PRICING_PAGE}")
+            basis = (
+                f"no list price for {found.name} in {region} in tpututor's table: pass price_per_chip_hour= "
+                f"(--price) from {cost.PRICING_PAGE}"
+            )
     assumptions = [
         f"training FLOPs = 6 x parameters x tokens (forward 2, backward 4; attention's own FLOPs ignored), "
         f"as the scaling book counts them ({SCALING_BOOK}, applied-training.md)",
@@ -363,19 +466,24 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
         f"evenly over all {n} chips",
         "activations, the compiled program and its temporary buffers are NOT counted: the HBM left over "
         "must hold them (they grow with batch x sequence and shrink with rematerialisation)",
-        f"HBM {hbm / GIB:.1f} GiB per {unit}" + (" (your figure)" if hbm_bytes is not None else
-                                                  f" (chip table, {found.source_date})"),
+        f"HBM {hbm / GIB:.1f} GiB per {unit}"
+        + (" (your figure)" if hbm_bytes is not None else f" (chip table, {found.source_date})"),
         "perfect scaling: no time lost to communication, input, checkpoints, restarts or preemption; "
         "the time is a lower bound at this MFU",
         f"cost = {unit}s x hours x price for the run itself (Cloud TPU charges accrue while the node is READY); "
         "storage, network, idle time before and after, and reruns after preemption are extra",
     ]
     if found.kind == "tpu":
-        assumptions.append(f"{n} means chips; the accelerator type names them "
-                           + (f"{cost.slice_name(found.name, n)} ({'TensorCores, two per chip' if found.name in ('v5p', 'v4') else 'chips'})"
-                              if cost.slice_name(found.name, n) else "in its own way")
-                           + "; you need Cloud TPU quota for them (per project, region and version; on-demand "
-                           "and preemptible/spot counted apart: https://cloud.google.com/tpu/docs/quota)")
+        assumptions.append(
+            f"{n} means chips; the accelerator type names them "
+            + (
+                f"{cost.slice_name(found.name, n)} ({'TensorCores, two per chip' if found.name in ('v5p', 'v4') else 'chips'})"
+                if cost.slice_name(found.name, n)
+                else "in its own way"
+            )
+            + "; you need Cloud TPU quota for them (per project, region and version; on-demand "
+            "and preemptible/spot counted apart: https://cloud.google.com/tpu/docs/quota)"
+        )
     threshold, torus = None, None
     if batch is not None and found.kind == "tpu" and found.ici_link_bandwidth:
         threshold, torus = _communication_threshold(found, n, gb if gb > 0 else pb or 2)
@@ -385,10 +493,27 @@ def plan(params: float, tokens: float, chip: str, chips: int, mfu: float = 0.4, 
                 f"({'x'.join(map(str, torus))} torus) while the backward pass runs; compute hides that above "
                 f"{threshold:,.0f} tokens per chip (the scaling book's C / W, training.md, 'Data Parallelism'; "
                 "FSDP's all-gathers and reduce-scatter carry the same bytes per FLOP in each pass, so the same threshold). Latency, overlap limits and "
-                "the other axes' traffic are not counted")
-    return Plan(params, tokens, found.name, found.label, n, float(mfu), region, found.peak_flops, memory,
-                price_od, cost_spot, basis, assumptions, unit, batch, seq_len if batch is not None else None,
-                threshold)
+                "the other axes' traffic are not counted"
+            )
+    return Plan(
+        params,
+        tokens,
+        found.name,
+        found.label,
+        n,
+        float(mfu),
+        region,
+        found.peak_flops,
+        memory,
+        price_od,
+        cost_spot,
+        basis,
+        assumptions,
+        unit,
+        batch,
+        seq_len if batch is not None else None,
+        threshold,
+    )
 
 
 def _communication_threshold(chip: Any, chips: int, grad_bytes: float) -> tuple[float | None, tuple[int, ...] | None]:
@@ -471,65 +596,149 @@ def review(node: Any, zone: str, *, checkpoint_uri: str | None = None) -> list[F
     parsed = parse_accelerator_type(accel) if accel else None
     zones = {r["zone"] for r in zones_table()}
     if parsed and parsed[0] == "7x":
-        found.append(Finding("error", "api", f"{accel} is TPU7x, which the Cloud TPU API does not serve",
-                             "create TPU7x through Compute Engine or a GKE node pool"))
+        found.append(
+            Finding(
+                "error",
+                "api",
+                f"{accel} is TPU7x, which the Cloud TPU API does not serve",
+                "create TPU7x through Compute Engine or a GKE node pool",
+            )
+        )
     elif not parsed:
-        found.append(Finding("error", "accelerator type", f"{accel!r} is not a TPU accelerator type",
-                             "use a name like v5litepod-8, v6e-8 or v5p-8"))
+        found.append(
+            Finding(
+                "error",
+                "accelerator type",
+                f"{accel!r} is not a TPU accelerator type",
+                "use a name like v5litepod-8, v6e-8 or v5p-8",
+            )
+        )
     elif zone not in zones:
-        found.append(Finding("warning", "zone", f"zone {zone!r} is not in tpututor's zone table, so {accel} "
-                             "could not be checked", f"gcloud compute tpus accelerator-types list --zone={zone}"))
+        found.append(
+            Finding(
+                "warning",
+                "zone",
+                f"zone {zone!r} is not in tpututor's zone table, so {accel} could not be checked",
+                f"gcloud compute tpus accelerator-types list --zone={zone}",
+            )
+        )
     elif accel not in offered_types(zone):
         have = sorted({r["generation"] for r in zones_table() if r["zone"] == zone})
         where = sorted({r["zone"] for r in zones_table() if r["generation"] == parsed[0]})
-        found.append(Finding("error", "zone", f"{accel} is not offered in {zone} (it offers {', '.join(have)}, "
-                             "per tpututor's table, which leaves out zones Google lists for single-tenant use only)",
-                             f"use a zone that offers {parsed[0]}: {', '.join(where) or 'none in the table'}; "
-                             f"confirm with gcloud compute tpus accelerator-types list --zone=ZONE"))
-    spot = (queued_spot or bool(_get(node, "scheduling_config", "spot"))
-            or bool(_get(node, "scheduling_config", "preemptible")))
+        found.append(
+            Finding(
+                "error",
+                "zone",
+                f"{accel} is not offered in {zone} (it offers {', '.join(have)}, "
+                "per tpututor's table, which leaves out zones Google lists for single-tenant use only)",
+                f"use a zone that offers {parsed[0]}: {', '.join(where) or 'none in the table'}; "
+                f"confirm with gcloud compute tpus accelerator-types list --zone=ZONE",
+            )
+        )
+    spot = (
+        queued_spot
+        or bool(_get(node, "scheduling_config", "spot"))
+        or bool(_get(node, "scheduling_config", "preemptible"))
+    )
     if spot and not checkpoint_uri:
-        found.append(Finding("error", "spot", "a spot VM can be taken back at any time and this job writes no "
-                             "checkpoint, so a preemption loses all progress",
-                             "checkpoint to a bucket (Orbax CheckpointManager to gs://...) and resume from "
-                             "the latest step, or drop --spot"))
+        found.append(
+            Finding(
+                "error",
+                "spot",
+                "a spot VM can be taken back at any time and this job writes no "
+                "checkpoint, so a preemption loses all progress",
+                "checkpoint to a bucket (Orbax CheckpointManager to gs://...) and resume from "
+                "the latest step, or drop --spot",
+            )
+        )
     elif spot and not str(checkpoint_uri).startswith("gs://"):
-        found.append(Finding("warning", "spot", f"checkpoints go to {checkpoint_uri}, on the VM: a preempted VM "
-                             "loses its disk", "write checkpoints to a Cloud Storage bucket (gs://...)"))
+        found.append(
+            Finding(
+                "warning",
+                "spot",
+                f"checkpoints go to {checkpoint_uri}, on the VM: a preempted VM loses its disk",
+                "write checkpoints to a Cloud Storage bucket (gs://...)",
+            )
+        )
     external = _get(node, "network_config", "enable_external_ips")
     if external is True:
-        found.append(Finding("warning", "external IP", "the VM gets a public IP address",
-                             "create it with --internal-ips (network_config.enable_external_ips=False) and "
-                             "reach it through IAP"))
+        found.append(
+            Finding(
+                "warning",
+                "external IP",
+                "the VM gets a public IP address",
+                "create it with --internal-ips (network_config.enable_external_ips=False) and reach it through IAP",
+            )
+        )
     email = _get(node, "service_account", "email", default="")
     scopes = list(_get(node, "service_account", "scope", default=[]) or [])
     if _default_account(email):
-        found.append(Finding("warning", "service account", "the VM runs as the default compute service account",
-                             "attach a dedicated service account holding only the roles the job needs "
-                             "(--service-account=...; you need roles/iam.serviceAccountUser on it to attach it)"))
+        found.append(
+            Finding(
+                "warning",
+                "service account",
+                "the VM runs as the default compute service account",
+                "attach a dedicated service account holding only the roles the job needs "
+                "(--service-account=...; you need roles/iam.serviceAccountUser on it to attach it)",
+            )
+        )
         if _CLOUD_PLATFORM in scopes or not scopes:
-            found.append(Finding("warning", "scopes", "the default account with "
-                                 + ("the cloud-platform scope" if scopes else "no scope listed (the API then allows "
-                                    "every Cloud API)") + " can call every API its roles allow",
-                                 "use a dedicated service account with narrow roles"))
+            found.append(
+                Finding(
+                    "warning",
+                    "scopes",
+                    "the default account with "
+                    + (
+                        "the cloud-platform scope"
+                        if scopes
+                        else "no scope listed (the API then allows every Cloud API)"
+                    )
+                    + " can call every API its roles allow",
+                    "use a dedicated service account with narrow roles",
+                )
+            )
     metadata = _get(node, "metadata", default={}) or {}
     if str(dict(metadata).get("enable-oslogin", "")).upper() != "TRUE":
-        found.append(Finding("warning", "OS Login", "SSH keys are managed in metadata, not by IAM",
-                             "set metadata enable-oslogin=TRUE (--metadata=enable-oslogin=TRUE)"))
+        found.append(
+            Finding(
+                "warning",
+                "OS Login",
+                "SSH keys are managed in metadata, not by IAM",
+                "set metadata enable-oslogin=TRUE (--metadata=enable-oslogin=TRUE)",
+            )
+        )
     if not _get(node, "shielded_instance_config", "enable_secure_boot"):
-        found.append(Finding("warning", "secure boot", "the VM boots without Shielded VM secure boot",
-                             "create it with --shielded-secure-boot (shielded_instance_config.enable_secure_boot=True)"))
+        found.append(
+            Finding(
+                "warning",
+                "secure boot",
+                "the VM boots without Shielded VM secure boot",
+                "create it with --shielded-secure-boot (shielded_instance_config.enable_secure_boot=True)",
+            )
+        )
     if external is not True:
-        found.append(Finding("note", "no external IP", "without external IPs the subnetwork needs Private Google "
-                             "Access to reach gs:// and other Google APIs, and a Cloud NAT gateway for pip, "
-                             "Hugging Face or anything else on the internet",
-                             "gcloud compute networks subnets update SUBNET --region=REGION "
-                             "--enable-private-ip-google-access; create a Cloud Router and a NAT gateway in the region"))
+        found.append(
+            Finding(
+                "note",
+                "no external IP",
+                "without external IPs the subnetwork needs Private Google "
+                "Access to reach gs:// and other Google APIs, and a Cloud NAT gateway for pip, "
+                "Hugging Face or anything else on the internet",
+                "gcloud compute networks subnets update SUBNET --region=REGION "
+                "--enable-private-ip-google-access; create a Cloud Router and a NAT gateway in the region",
+            )
+        )
     if spot and parsed:
-        found.append(Finding("note", "quota", f"spot {accel} draws on the project's preemptible {parsed[0]} quota "
-                             f"in this region, separate from on-demand quota",
-                             f"check it (IAM & Admin > Quotas, service Cloud TPU API) and ask for more before "
-                             f"you queue: {QUOTA_PAGE}"))
+        found.append(
+            Finding(
+                "note",
+                "quota",
+                f"spot {accel} draws on the project's preemptible {parsed[0]} quota "
+                f"in this region, separate from on-demand quota",
+                f"check it (IAM & Admin > Quotas, service Cloud TPU API) and ask for more before "
+                f"you queue: {QUOTA_PAGE}",
+            )
+        )
     return sorted(found, key=lambda f: _LEVELS[f.level])
 
 
@@ -559,8 +768,14 @@ def _created(node: Any) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
-def forgotten(nodes: Iterable[Any], now: datetime, *, max_hours: float = 12.0, fallback_region: str | None = None,
-              keep_label: str = "keep") -> list[Forgotten]:
+def forgotten(
+    nodes: Iterable[Any],
+    now: datetime,
+    *,
+    max_hours: float = 12.0,
+    fallback_region: str | None = None,
+    keep_label: str = "keep",
+) -> list[Forgotten]:
     """READY nodes created more than ``max_hours`` ago and not labelled ``keep_label=true``, oldest first.
 
     Each is priced in the region of its own zone (from its name, ``projects/*/locations/<zone>/...``);
@@ -621,8 +836,15 @@ class CompilerUnavailable(RuntimeError):
     """No TPU compiler here (no JAX, no libtpu, or a pairing that cannot compile); the text says why."""
 
 
-def lm_shape(params: float, *, layers: int | None = None, d_model: int | None = None, vocab: int = COMPILE_VOCAB,
-             seq_len: int = COMPILE_SEQ_LEN, multiple: int = 128) -> tuple[int, int, str | None]:
+def lm_shape(
+    params: float,
+    *,
+    layers: int | None = None,
+    d_model: int | None = None,
+    vocab: int = COMPILE_VOCAB,
+    seq_len: int = COMPILE_SEQ_LEN,
+    multiple: int = 128,
+) -> tuple[int, int, str | None]:
     """(layers, d_model, assumption) of a :mod:`tpututor.lm` Transformer of about ``params`` parameters.
 
     The model is lm's: per layer 12 x d_model^2 (attention 4 d^2, a plain MLP of d_ff = 4 d: 8 d^2),
@@ -675,8 +897,10 @@ def largest_allocations(message: str, top: int = 5) -> list[str]:
 
 def compiler_figures(message: str) -> tuple[float | None, float | None]:
     """(bytes needed, bytes available) per device as the compiler's out-of-memory message gives them."""
-    for pattern in (r"required for HLO temporaries \(([\d.]+)([KMGT]?)\) exceeds available HBM \(([\d.]+)([KMGT]?)\)",
-                    r"Used ([\d.]+)([KMGT]?) of ([\d.]+)([KMGT]?) hbm"):
+    for pattern in (
+        r"required for HLO temporaries \(([\d.]+)([KMGT]?)\) exceeds available HBM \(([\d.]+)([KMGT]?)\)",
+        r"Used ([\d.]+)([KMGT]?) of ([\d.]+)([KMGT]?) hbm",
+    ):
         m = re.search(pattern, message)
         if m:
             return float(m.group(1)) * _UNITS[m.group(2)], float(m.group(3)) * _UNITS[m.group(4)]
@@ -742,32 +966,42 @@ class CompileCheck:
 
     def text(self) -> str:
         m, cfg = self.memory, self.model
-        lines = [f"TPU compiler check: {self.describe} ({self.compiler}; compiled here for the slice, nothing ran)",
-                 f"  model    tpututor.lm Transformer: {cfg['n_layers']} layer{'s' if cfg['n_layers'] > 1 else ''} "
-                 f"x d_model {cfg['d_model']} "
-                 f"({cfg['n_heads']} heads, d_ff {cfg['d_ff']}), vocab {cfg['vocab']}, seq_len {cfg['seq_len']}: "
-                 f"{self.model_params:,} parameters",
-                 f"  step     lm.train_step (AdamW; f32 weights, gradients and moments), FSDP over the slice's "
-                 f"devices, global batch {self.batch} x {cfg['seq_len']} tokens, remat {self.remat}, old state donated",
-                 f"  {'memory per ' + self.per + ' (GiB)':<38}{'formula':>9}{'compiler':>10}",
-                 f"    {'state: weights, gradients, Adam':<36}{gib_text(self.formula_bytes):>9}"]
+        lines = [
+            f"TPU compiler check: {self.describe} ({self.compiler}; compiled here for the slice, nothing ran)",
+            f"  model    tpututor.lm Transformer: {cfg['n_layers']} layer{'s' if cfg['n_layers'] > 1 else ''} "
+            f"x d_model {cfg['d_model']} "
+            f"({cfg['n_heads']} heads, d_ff {cfg['d_ff']}), vocab {cfg['vocab']}, seq_len {cfg['seq_len']}: "
+            f"{self.model_params:,} parameters",
+            f"  step     lm.train_step (AdamW; f32 weights, gradients and moments), FSDP over the slice's "
+            f"devices, global batch {self.batch} x {cfg['seq_len']} tokens, remat {self.remat}, old state donated",
+            f"  {'memory per ' + self.per + ' (GiB)':<38}{'formula':>9}{'compiler':>10}",
+            f"    {'state: weights, gradients, Adam':<36}{gib_text(self.formula_bytes):>9}",
+        ]
         if m:
-            lines += [f"    {'arguments (state and batch)':<36}{'':>9}{gib_text(m.get('argument_size', 0)):>10}",
-                      f"    {'temporaries (gradients, activations)':<36}{'':>9}{gib_text(m.get('temp_size', 0)):>10}",
-                      f"    {'outputs less those aliased to inputs':<36}{'':>9}"
-                      f"{gib_text(m.get('output_size', 0) - m.get('alias_size', 0)):>10}"]
+            lines += [
+                f"    {'arguments (state and batch)':<36}{'':>9}{gib_text(m.get('argument_size', 0)):>10}",
+                f"    {'temporaries (gradients, activations)':<36}{'':>9}{gib_text(m.get('temp_size', 0)):>10}",
+                f"    {'outputs less those aliased to inputs':<36}{'':>9}"
+                f"{gib_text(m.get('output_size', 0) - m.get('alias_size', 0)):>10}",
+            ]
         needed = "-" if self.compiler_bytes is None else gib_text(self.compiler_bytes)
-        lines += [f"    {'total':<36}{gib_text(self.formula_bytes):>9}{needed:>10}",
-                  f"    {'HBM':<36}{gib_text(self.hbm_bytes):>9}"
-                  f"{gib_text(self.compiler_hbm_bytes or self.hbm_bytes):>10}"]
+        lines += [
+            f"    {'total':<36}{gib_text(self.formula_bytes):>9}{needed:>10}",
+            f"    {'HBM':<36}{gib_text(self.hbm_bytes):>9}{gib_text(self.compiler_hbm_bytes or self.hbm_bytes):>10}",
+        ]
         if self.fits:
-            lines.append(f"  {self.slice_name}: fits: the TPU compiler needs {needed} GiB per {self.per} of "
-                         f"{gib_text(self.hbm_bytes)} GiB HBM (the formula's state alone: "
-                         f"{gib_text(self.formula_bytes)} "
-                         f"GiB); compiled in {self.seconds:.1f} s here")
+            lines.append(
+                f"  {self.slice_name}: fits: the TPU compiler needs {needed} GiB per {self.per} of "
+                f"{gib_text(self.hbm_bytes)} GiB HBM (the formula's state alone: "
+                f"{gib_text(self.formula_bytes)} "
+                f"GiB); compiled in {self.seconds:.1f} s here"
+            )
         else:
-            why = (f"the TPU compiler refused it: {self.message.strip().splitlines()[0][:300]}" if self.message
-                   else f"the TPU compiler needs {needed} GiB per {self.per} of {gib_text(self.hbm_bytes)} GiB HBM")
+            why = (
+                f"the TPU compiler refused it: {self.message.strip().splitlines()[0][:300]}"
+                if self.message
+                else f"the TPU compiler needs {needed} GiB per {self.per} of {gib_text(self.hbm_bytes)} GiB HBM"
+            )
             lines.append(f"  {self.slice_name}: does NOT fit: {why}")
             lines.append(f"  largest allocations ({self.largest_source}):")
             lines += [f"    {line}" for line in self.largest] or ["    (none found)"]
@@ -775,9 +1009,19 @@ class CompileCheck:
         return "\n".join(lines)
 
 
-def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_model: int | None = None,
-                  d_ff: int | None = None, heads: int | None = None, vocab: int = COMPILE_VOCAB,
-                  seq_len: int = COMPILE_SEQ_LEN, batch: int | None = None, remat: str = "none") -> CompileCheck:
+def compile_check(
+    p: Plan,
+    slice_name: str,
+    *,
+    layers: int | None = None,
+    d_model: int | None = None,
+    d_ff: int | None = None,
+    heads: int | None = None,
+    vocab: int = COMPILE_VOCAB,
+    seq_len: int = COMPILE_SEQ_LEN,
+    batch: int | None = None,
+    remat: str = "none",
+) -> CompileCheck:
     """Compile the planned model's real train step for ``slice_name`` with the TPU compiler (libtpu).
 
     The model is :mod:`tpututor.lm`'s Transformer at the plan's size (:func:`lm_shape` derives what is
@@ -793,14 +1037,16 @@ def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_mode
     spec = hardware.slice_of(slice_name)
     if p.unit != "chip" or spec.chip.name != p.chip or spec.chips != p.chips:
         mine = p.slice_name or f"{p.chips} {p.chip}"
-        raise ValueError(f"--compile {slice_name} is {spec.chips} {spec.chip.name} chips, but the plan is for "
-                         f"{p.chips} {p.chip} {p.unit}s: compile the plan's own slice"
-                         + (f" (--compile {mine})" if p.slice_name else "")
-                         + f" or plan for it (--chip {spec.chip.name} --chips {spec.chips})")
+        raise ValueError(
+            f"--compile {slice_name} is {spec.chips} {spec.chip.name} chips, but the plan is for "
+            f"{p.chips} {p.chip} {p.unit}s: compile the plan's own slice"
+            + (f" (--compile {mine})" if p.slice_name else "")
+            + f" or plan for it (--chip {spec.chip.name} --chips {spec.chips})"
+        )
     try:
         from . import aot
     except ImportError as exc:  # no JAX here
-        raise CompilerUnavailable(f"the TPU compiler needs JAX and libtpu, and this Python has none ({exc})")
+        raise CompilerUnavailable(f"the TPU compiler needs JAX and libtpu, and this Python has none ({exc})") from exc
     why = aot.available()
     if why is not None:
         raise CompilerUnavailable(why)
@@ -809,20 +1055,26 @@ def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_mode
 
     devices = spec.devices
     assumptions = []
-    n_layers, width, derived = lm_shape(p.params, layers=layers, d_model=d_model, vocab=vocab, seq_len=seq_len,
-                                        multiple=math.lcm(128, devices))
+    n_layers, width, derived = lm_shape(
+        p.params, layers=layers, d_model=d_model, vocab=vocab, seq_len=seq_len, multiple=math.lcm(128, devices)
+    )
     if derived:
-        assumptions.append(f"no model shape given (--layers, --d-model): derived {derived} for about "
-                           f"{p.params:.3g} parameters in tpututor.lm's layout (12 x d_model^2 per layer, "
-                           "untied embeddings); pass --layers and --d-model for your model's")
+        assumptions.append(
+            f"no model shape given (--layers, --d-model): derived {derived} for about "
+            f"{p.params:.3g} parameters in tpututor.lm's layout (12 x d_model^2 per layer, "
+            "untied embeddings); pass --layers and --d-model for your model's"
+        )
     heads = heads or (width // 128 if width % 128 == 0 else width // 64 if width % 64 == 0 else 1)
-    cfg = lm.Config(d_model=width, n_layers=n_layers, n_heads=heads, d_ff=d_ff or 4 * width, seq_len=seq_len,
-                    vocab=vocab)
+    cfg = lm.Config(
+        d_model=width, n_layers=n_layers, n_heads=heads, d_ff=d_ff or 4 * width, seq_len=seq_len, vocab=vocab
+    )
     batch = batch or devices
     n = cfg.n_params()
     if abs(n - p.params) > 0.05 * p.params:
-        assumptions.append(f"the model built has {n:,} parameters where --params says {p.params:.3g}: the "
-                           "formula beside the compiler's figure counts the model built")
+        assumptions.append(
+            f"the model built has {n:,} parameters where --params says {p.params:.3g}: the "
+            "formula beside the compiler's figure counts the model built"
+        )
     formula = plan(n, p.tokens, p.chip, p.chips, p.mfu, region=p.region, price_per_chip_hour=1.0)
     per_device = spec.chip.jax_devices_per_chip
     formula_bytes = formula.memory["FSDP"].total_bytes / per_device
@@ -833,7 +1085,8 @@ def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_mode
         f"{devices} devices, as lm.train_step keeps them; the compiler's figure adds activations, temporaries "
         "and the batch (--param-bytes, --grad-bytes and --optimizer-bytes change only the plan above)",
         f"{per_device} JAX devices per {spec.chip.name} chip: figures per device, HBM {hbm / GIB:.2f} GiB each"
-        if per_device > 1 else f"HBM per chip {hbm / GIB:.2f} GiB from the chip table "
+        if per_device > 1
+        else f"HBM per chip {hbm / GIB:.2f} GiB from the chip table "
         f"({spec.chip.source_date}); the compiler may keep some for itself",
         f"{batch} sequences of {seq_len} tokens per step (--batch, --seq-len); attention is lm's plain softmax "
         "attention, whose scores grow with seq_len^2",
@@ -850,9 +1103,19 @@ def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_mode
     tokens = jax.ShapeDtypeStruct((batch, seq_len), jnp.int32, sharding=lm.batch_sharding(mesh))
     step = lm.make_train_step(cfg, tx, mesh, remat=remat, abstract=abstract)
     compiler = f"libtpu {dist_version('libtpu') or '?'}, JAX {jax.__version__}"
-    common = dict(slice_name=slice_name, describe=spec.describe(), per=per, model=cfg.to_dict(), model_params=n,
-                  batch=batch, remat=remat, formula_bytes=formula_bytes, hbm_bytes=hbm, compiler=compiler,
-                  assumptions=assumptions)
+    common = dict(
+        slice_name=slice_name,
+        describe=spec.describe(),
+        per=per,
+        model=cfg.to_dict(),
+        model_params=n,
+        batch=batch,
+        remat=remat,
+        formula_bytes=formula_bytes,
+        hbm_bytes=hbm,
+        compiler=compiler,
+        assumptions=assumptions,
+    )
     start = time.perf_counter()
     try:
         out = aot.compile(step, state, {"inputs": tokens, "targets": tokens}, slice=slice_name)
@@ -861,20 +1124,37 @@ def compile_check(p: Plan, slice_name: str, *, layers: int | None = None, d_mode
         listed = largest_allocations(err.message)
         source = "the compiler's message"
         if not listed:
-            listed = _largest_without_a_list(state, step.lower(state, {"inputs": tokens, "targets": tokens}),
-                                             devices)
-            source = ("the compiler's message lists none: the state's shards per device, then the biggest "
-                      f"values in the program before the compiler splits it over {devices} devices")
-        return CompileCheck(compiler_bytes=needed, compiler_hbm_bytes=available, memory={}, fits=False,
-                            message=err.message, largest=listed,
-                            largest_source=source, seconds=time.perf_counter() - start, **common)
+            listed = _largest_without_a_list(state, step.lower(state, {"inputs": tokens, "targets": tokens}), devices)
+            source = (
+                "the compiler's message lists none: the state's shards per device, then the biggest "
+                f"values in the program before the compiler splits it over {devices} devices"
+            )
+        return CompileCheck(
+            compiler_bytes=needed,
+            compiler_hbm_bytes=available,
+            memory={},
+            fits=False,
+            message=err.message,
+            largest=listed,
+            largest_source=source,
+            seconds=time.perf_counter() - start,
+            **common,
+        )
     listed, source = [], ""
     if not out.fits:
         listed = [f"{shape} {gib_text(size)} GiB ({what})" for shape, size, what in biggest_buffers(out.hlo)]
         source = "the biggest buffers in the compiled program, per device"
-    return CompileCheck(compiler_bytes=out.bytes_per_device, compiler_hbm_bytes=None, memory=dict(out.memory),
-                        fits=out.fits, message=None,
-                        largest=listed, largest_source=source, seconds=out.seconds, **common)
+    return CompileCheck(
+        compiler_bytes=out.bytes_per_device,
+        compiler_hbm_bytes=None,
+        memory=dict(out.memory),
+        fits=out.fits,
+        message=None,
+        largest=listed,
+        largest_source=source,
+        seconds=out.seconds,
+        **common,
+    )
 
 
 def _largest_without_a_list(state, lowered, devices: int, top: int = 4) -> list[str]:
@@ -888,15 +1168,17 @@ def _largest_without_a_list(state, lowered, devices: int, top: int = 4) -> list[
         size = int(np.prod(shard, dtype=np.int64)) * leaf.dtype.itemsize
         name = "/".join(str(next((getattr(k, a) for a in ("key", "idx", "name") if hasattr(k, a)), k)) for k in path)
         moment = re.match(r"^(params|opt_state/.*?/(mu|nu))/", name)
-        tail = name[moment.end():] if moment else name
+        tail = name[moment.end() :] if moment else name
         key = (tail, leaf.dtype.name, tuple(shard), tuple(leaf.shape), size)
         shards.setdefault(key, []).append(moment.group(2) or "weights" if moment else name)
     lines = []
     biggest = sorted(shards.items(), key=lambda kv: -kv[0][4] * len(kv[1]))[:top]
     for (tail, dtype, shard, shape, size), kinds in biggest:
         kinds = sorted(kinds, key=lambda k: k != "weights")
-        lines.append(f"state {tail}: {dtype}{list(shard)} of {list(shape)} = {gib_text(size)} GiB per device"
-                     + (f" x {len(kinds)} ({', '.join(kinds)})" if len(kinds) > 1 else f" ({kinds[0]})"))
+        lines.append(
+            f"state {tail}: {dtype}{list(shard)} of {list(shape)} = {gib_text(size)} GiB per device"
+            + (f" x {len(kinds)} ({', '.join(kinds)})" if len(kinds) > 1 else f" ({kinds[0]})")
+        )
     for shape, size, what in biggest_buffers(lowered.as_text(dialect="hlo"), top, arguments=False):
         lines.append(f"program {shape} ({what}) = {gib_text(size)} GiB whole, before splitting over {devices}")
     return lines

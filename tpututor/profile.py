@@ -41,16 +41,41 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from . import protowire
 
-__all__ = ["Event", "Trace", "StepBreakdown", "INPUT", "HOST_WAIT", "KINDS", "VARIANTS", "latest_run", "load", "top_ops", "steps",
-           "overall", "step_table", "op_table", "time_in", "overlap", "host_waits", "plot_timeline", "compare",
-           "sample", "Allocation", "MemoryProfile", "read_memory_profile", "memory_table", "listening_addresses",
-           "serve", "Server"]
+__all__ = [
+    "Event",
+    "Trace",
+    "StepBreakdown",
+    "INPUT",
+    "HOST_WAIT",
+    "KINDS",
+    "VARIANTS",
+    "latest_run",
+    "load",
+    "top_ops",
+    "steps",
+    "overall",
+    "step_table",
+    "op_table",
+    "time_in",
+    "overlap",
+    "host_waits",
+    "plot_timeline",
+    "compare",
+    "sample",
+    "Allocation",
+    "MemoryProfile",
+    "read_memory_profile",
+    "memory_table",
+    "listening_addresses",
+    "serve",
+    "Server",
+]
 
 INPUT = "load batch"  # the lesson's name for the input pipeline's TraceAnnotation
 HOST_WAIT = "np.asarray(jax.Array)"  # JAX's own annotation when the host reads a device value (float(), np.asarray)
@@ -110,11 +135,19 @@ class Trace:
         on_device = [e for e in self.events if e.process.startswith("/device:")]
         if on_device:
             with_streams = {(e.host, e.process) for e in on_device if e.thread.startswith("Stream")}
-            return [e for e in on_device
-                    if (e.thread.startswith("Stream") and not any(c in e.name.lower() for c in _COPIES))
-                    or (e.thread == "XLA Ops" and (e.host, e.process) not in with_streams)]
-        return [e for e in self.events if e.thread.startswith("tf_XLA") and not e.name.startswith(_BOOKKEEPING)
-                and not any(marker in e.name for marker in _NOT_COMPUTE)]
+            return [
+                e
+                for e in on_device
+                if (e.thread.startswith("Stream") and not any(c in e.name.lower() for c in _COPIES))
+                or (e.thread == "XLA Ops" and (e.host, e.process) not in with_streams)
+            ]
+        return [
+            e
+            for e in self.events
+            if e.thread.startswith("tf_XLA")
+            and not e.name.startswith(_BOOKKEEPING)
+            and not any(marker in e.name for marker in _NOT_COMPUTE)
+        ]
 
     @functools.cached_property
     def busy_events(self) -> list[Event]:
@@ -192,8 +225,10 @@ def load(path: str | os.PathLike) -> Trace:
         run_dir = latest_run(path)
         files = sorted(run_dir.glob("*.trace.json.gz")) or sorted(run_dir.glob("perfetto_trace.json.gz"))
     if not files:
-        raise FileNotFoundError(f"no *.trace.json.gz in {run_dir}: the capture did not finish, or wrote "
-                                "only .xplane.pb (open that with XProf)")
+        raise FileNotFoundError(
+            f"no *.trace.json.gz in {run_dir}: the capture did not finish, or wrote "
+            "only .xplane.pb (open that with XProf)"
+        )
     events: list[Event] = []
     for file in files:
         events += _read_events(file, file.name.removesuffix(".trace.json.gz"))
@@ -206,8 +241,9 @@ def _read_events(file: Path, host: str) -> list[Event]:
         with gzip.open(file, "rt") as f:
             doc = json.load(f)
     except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{file} is not a complete gzipped trace ({type(exc).__name__}: {exc}); "
-                         "was the capture interrupted?") from exc
+        raise ValueError(
+            f"{file} is not a complete gzipped trace ({type(exc).__name__}: {exc}); was the capture interrupted?"
+        ) from exc
     raw = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     if not isinstance(raw, list):
         raise ValueError(f"{file} has no traceEvents list")
@@ -229,8 +265,19 @@ def _read_events(file: Path, host: str) -> list[Event]:
         except (KeyError, TypeError, ValueError):
             continue  # a malformed event: skip it, keep the rest
         pid, tid = e.get("pid"), e.get("tid")
-        events.append(Event(str(e.get("name", "?")), ts, dur, processes.get(pid, str(pid)),
-                            threads.get((pid, tid), str(tid)), e.get("args") or {}, host, pid, tid))
+        events.append(
+            Event(
+                str(e.get("name", "?")),
+                ts,
+                dur,
+                processes.get(pid, str(pid)),
+                threads.get((pid, tid), str(tid)),
+                e.get("args") or {},
+                host,
+                pid,
+                tid,
+            )
+        )
     return events
 
 
@@ -305,7 +352,9 @@ class StepBreakdown:
     start_us: float
     total_us: float
     device_us: float  # the device busy (Trace.busy_events)
-    host_us: float  # inside a span of the loop's thread (any span: also time.sleep, or a wait) while the device is not busy
+    host_us: (
+        float  # inside a span of the loop's thread (any span: also time.sleep, or a wait) while the device is not busy
+    )
     idle_us: float  # neither
 
     @property
@@ -316,8 +365,10 @@ class StepBreakdown:
 def _marked(trace: Trace) -> list[Event]:
     """The step annotations, or a clear error saying how to add them."""
     if not trace.step_events:
-        raise ValueError(f"no step annotations in {trace.file}: wrap each step in "
-                         "jax.profiler.StepTraceAnnotation('train', step_num=i)")
+        raise ValueError(
+            f"no step annotations in {trace.file}: wrap each step in "
+            "jax.profiler.StepTraceAnnotation('train', step_num=i)"
+        )
     return trace.step_events
 
 
@@ -351,8 +402,10 @@ def overall(trace: Trace) -> StepBreakdown:
 def step_table(breakdown: Sequence[StepBreakdown]) -> str:
     lines = ["| step | total ms | device ms | host only ms | idle ms | device share |", "|---|---|---|---|---|---|"]
     for b in breakdown:
-        lines.append(f"| {b.step} | {b.total_us / 1e3:.2f} | {b.device_us / 1e3:.2f} | {b.host_us / 1e3:.2f} | "
-                     f"{b.idle_us / 1e3:.2f} | {b.device_share:.0%} |")
+        lines.append(
+            f"| {b.step} | {b.total_us / 1e3:.2f} | {b.device_us / 1e3:.2f} | {b.host_us / 1e3:.2f} | "
+            f"{b.idle_us / 1e3:.2f} | {b.device_share:.0%} |"
+        )
     return "\n".join(lines)
 
 
@@ -403,8 +456,11 @@ def host_waits(trace: Trace) -> list[Event]:
     ``np.asarray(x)`` and ``x.item()`` read through a faster path that JAX 0.7.2 and 0.10.2 leave
     unannotated, so they wait without showing up here."""
     marked = trace.step_events
-    waits = [e for e in trace.events if e.name == HOST_WAIT and e.thread_key == trace.host_key
-             and any(s.ts <= e.ts < s.end for s in marked)]
+    waits = [
+        e
+        for e in trace.events
+        if e.name == HOST_WAIT and e.thread_key == trace.host_key and any(s.ts <= e.ts < s.end for s in marked)
+    ]
     return _leaves(waits)
 
 
@@ -419,8 +475,9 @@ def _row_label(trace: Trace, key: tuple, first: Event) -> str:
     return f"{first.thread} ({first.name})"
 
 
-def plot_timeline(trace: Trace, ax=None, max_threads: int = 6, title: str | None = None,
-                  annotations: Sequence[str] = (INPUT,)):
+def plot_timeline(
+    trace: Trace, ax=None, max_threads: int = 6, title: str | None = None, annotations: Sequence[str] = (INPUT,)
+):
     """One row per busy thread, one bar per event, over the annotated steps (or the whole trace).
 
     Device ops are blue (on the CPU backend, the rows of XLA:CPU's worker threads); the training loop's
@@ -454,18 +511,26 @@ def plot_timeline(trace: Trace, ax=None, max_threads: int = 6, title: str | None
             ax.broken_barh(bars(e for e in events if e.name in annotations), (i - 0.4, 0.8), facecolors="tab:green")
             ax.broken_barh(bars(e for e in events if e.name == HOST_WAIT), (i - 0.4, 0.8), facecolors="tab:red")
         else:
-            ax.broken_barh(bars(events), (i - 0.4, 0.8),
-                           facecolors="tab:blue" if id(events[0]) in device else "tab:green")
+            ax.broken_barh(
+                bars(events), (i - 0.4, 0.8), facecolors="tab:blue" if id(events[0]) in device else "tab:green"
+            )
         name = _row_label(trace, key, events[0])
         labels.append(name if len(name) < 34 else name[:31] + "...")
     for s in marked:
         ax.axvline((s.ts - lo) / 1e3, color="gray", lw=0.8, ls=":")
     ax.set_yticks(range(len(busiest)), labels, fontsize=8)
     ax.set_xlabel("ms since the first step (dotted lines: step starts)")
-    ax.legend(handles=[Patch(color="tab:blue", label="device busy"), Patch(color="tab:orange", label="loop: other host work"),
-                       Patch(color="tab:green", label=" / ".join(annotations)),
-                       Patch(color="tab:red", label="loop waits for a device value")],
-              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(
+        handles=[
+            Patch(color="tab:blue", label="device busy"),
+            Patch(color="tab:orange", label="loop: other host work"),
+            Patch(color="tab:green", label=" / ".join(annotations)),
+            Patch(color="tab:red", label="loop waits for a device value"),
+        ],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+    )
     ax.set_title(title or "timeline: device ops, the loop's thread, and loading")
     return ax
 
@@ -478,15 +543,18 @@ def compare(a: Trace, b: Trace, labels: tuple[str, str] = ("before", "after")) -
     def per_step(t: Trace) -> str:
         return f"{len(host_waits(t)) / max(1, len(t.step_events)):.1f}"
 
-    rows = [f"| | {labels[0]} | {labels[1]} |", "|---|---|---|",
-            f"| steps, first start to last device op, ms | {oa.total_us / 1e3:.2f} | {ob.total_us / 1e3:.2f} |",
-            f"| device busy | {oa.device_share:.0%} | {ob.device_share:.0%} |",
-            f"| host only | {oa.host_us / oa.total_us:.0%} | {ob.host_us / ob.total_us:.0%} |",
-            f"| idle | {oa.idle_us / oa.total_us:.0%} | {ob.idle_us / ob.total_us:.0%} |",
-            f"| `{INPUT}` on the loop's thread | {time_in(a, thread='loop') / oa.total_us:.0%} | "
-            f"{time_in(b, thread='loop') / ob.total_us:.0%} |",
-            f"| `{INPUT}` on any thread | {time_in(a) / oa.total_us:.0%} | {time_in(b) / ob.total_us:.0%} |",
-            f"| host waits for a device value, per step | {per_step(a)} | {per_step(b)} |"]
+    rows = [
+        f"| | {labels[0]} | {labels[1]} |",
+        "|---|---|---|",
+        f"| steps, first start to last device op, ms | {oa.total_us / 1e3:.2f} | {ob.total_us / 1e3:.2f} |",
+        f"| device busy | {oa.device_share:.0%} | {ob.device_share:.0%} |",
+        f"| host only | {oa.host_us / oa.total_us:.0%} | {ob.host_us / ob.total_us:.0%} |",
+        f"| idle | {oa.idle_us / oa.total_us:.0%} | {ob.idle_us / ob.total_us:.0%} |",
+        f"| `{INPUT}` on the loop's thread | {time_in(a, thread='loop') / oa.total_us:.0%} | "
+        f"{time_in(b, thread='loop') / ob.total_us:.0%} |",
+        f"| `{INPUT}` on any thread | {time_in(a) / oa.total_us:.0%} | {time_in(b) / ob.total_us:.0%} |",
+        f"| host waits for a device value, per step | {per_step(a)} | {per_step(b)} |",
+    ]
     ta, tb = top_ops(a, 3), top_ops(b, 3)
     for i in range(max(len(ta), len(tb))):
         fa = f"{ta[i][0]} ({ta[i][3]:.0%})" if i < len(ta) else "-"
@@ -498,8 +566,9 @@ def compare(a: Trace, b: Trace, labels: tuple[str, str] = ("before", "after")) -
 # --------------------------------------------------------------------------- practice traces
 
 
-def sample(kind: str, logdir: str | os.PathLike | None = None, *, seed: int | None = None,
-           variant: str | None = None) -> Trace:
+def sample(
+    kind: str, logdir: str | os.PathLike | None = None, *, seed: int | None = None, variant: str | None = None
+) -> Trace:
     """Capture a short training loop whose bottleneck is ``kind`` (one of :data:`KINDS`), and load it.
 
     Sizes, step counts and loop details are drawn at random (``seed`` fixes them), and so is the loop's
@@ -537,7 +606,9 @@ def sample(kind: str, logdir: str | os.PathLike | None = None, *, seed: int | No
     logdir = Path(logdir) if logdir is not None else Path(tempfile.mkdtemp(prefix="tpututor-sample-"))
     if kind == "input-bound":
         width, batch = rng.choice([64, 128]), rng.choice([16, 32])
-    elif kind != "device-bound":  # tiny: on a CPU, JAX 0.7's eager ops at width 128 keep the "device" busy half the time
+    elif (
+        kind != "device-bound"
+    ):  # tiny: on a CPU, JAX 0.7's eager ops at width 128 keep the "device" busy half the time
         width, batch = rng.choice([16, 24, 32]), rng.choice([4, 8, 16])
     elif jax.default_backend() == "cpu":  # 4 * batch * width^2 = 0.9 to 2.1 GFLOP per step: milliseconds here
         width, batch = rng.choice([768, 1024]), rng.choice([384, 512])
@@ -573,8 +644,12 @@ def sample(kind: str, logdir: str | os.PathLike | None = None, *, seed: int | No
     share = (0.4, 0.6) if variant == "overlapped-input" else (0.3, 0.6)  # of a step: long, but shorter than the step
     load_s = [rng.uniform(*share) * step_s for _ in range(n)]  # the waits of the loads that overlap the device
     cache = np.ones((batch, 16), np.float32)
-    read_back = {"host-sync-bound": True, "dispatch-bound": False, "input-bound": rng.random() < 0.5,
-                 "device-bound": variant == "sync" or (variant != "plain" and rng.random() < 0.5)}[kind]
+    read_back = {
+        "host-sync-bound": True,
+        "dispatch-bound": False,
+        "input-bound": rng.random() < 0.5,
+        "device-bound": variant == "sync" or (variant != "plain" and rng.random() < 0.5),
+    }[kind]
     how = variant if kind == "host-sync-bound" else "float"
 
     def read_batch(i: int):
@@ -607,8 +682,15 @@ def sample(kind: str, logdir: str | os.PathLike | None = None, *, seed: int | No
         losses, average = [], jnp.zeros(())
         for i in range(n):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
-                batch_x = (read_batch(i) if kind == "input-bound" else light_load(i) if variant == "light-input"
-                           else ready.get() if worker is not None else x)
+                batch_x = (
+                    read_batch(i)
+                    if kind == "input-bound"
+                    else light_load(i)
+                    if variant == "light-input"
+                    else ready.get()
+                    if worker is not None
+                    else x
+                )
                 if kind == "dispatch-bound":
                     w, loss, average = eager_step(w, batch_x, average)
                 else:
@@ -701,11 +783,20 @@ def read_memory_profile(source: str | os.PathLike | bytes) -> MemoryProfile:
                     labels[strings[label.get(1, 0)]] = strings[label.get(2, 0)]
             by_type = dict(zip((t for t, _ in types), values))
             stack = tuple(frame for i in loc_ids for frame in locations.get(i, []))
-            allocations.append(Allocation(labels.get("kind", "?"), labels.get("device", "?"),
-                                          int(by_type.get("allocations", 0)), int(by_type.get("space", 0)), stack))
+            allocations.append(
+                Allocation(
+                    labels.get("kind", "?"),
+                    labels.get("device", "?"),
+                    int(by_type.get("allocations", 0)),
+                    int(by_type.get("space", 0)),
+                    stack,
+                )
+            )
     except (ValueError, IndexError, EOFError, OSError) as exc:
-        raise ValueError(f"not a pprof memory profile ({type(exc).__name__}: {exc}); write one with "
-                         "jax.profiler.save_device_memory_profile(path)") from exc
+        raise ValueError(
+            f"not a pprof memory profile ({type(exc).__name__}: {exc}); write one with "
+            "jax.profiler.save_device_memory_profile(path)"
+        ) from exc
     return MemoryProfile(types, allocations)
 
 
@@ -733,7 +824,7 @@ def listening_addresses(port: int) -> set[str]:
             if parts[3] != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
                 continue
             raw = bytes.fromhex(address)
-            words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # each 32-bit word is little-endian
+            words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))  # each 32-bit word is little-endian
             found.add(socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, words))
     return found
 
@@ -801,7 +892,7 @@ class Server:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=15)
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -819,8 +910,13 @@ def serve(logdir: str | os.PathLike, port: int | None = None, timeout: float = 9
             port = s.getsockname()[1]
     logdir = str(Path(logdir).resolve())
     log = tempfile.TemporaryFile(mode="w+")  # a pipe could fill up and stall the server
-    proc = subprocess.Popen([sys.executable, "-c", _SERVER, logdir, str(port)], stdout=subprocess.DEVNULL,
-                            stderr=log, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVER, logdir, str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        text=True,
+        start_new_session=True,
+    )
     server = Server(proc, port, logdir, log)
     deadline = time.monotonic() + timeout
     while True:
@@ -833,5 +929,5 @@ def serve(logdir: str | os.PathLike, port: int | None = None, timeout: float = 9
         except OSError:
             if time.monotonic() > deadline:
                 server.stop()
-                raise TimeoutError(f"XProf did not answer on {server.url} within {timeout:.0f} s")
+                raise TimeoutError(f"XProf did not answer on {server.url} within {timeout:.0f} s") from None
             time.sleep(0.5)

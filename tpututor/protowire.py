@@ -10,7 +10,7 @@ a length and that many bytes (2, also nested messages and packed repeated number
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["read_varint", "fields", "packed", "varint", "field", "bytes_field"]
 
@@ -40,12 +40,12 @@ def fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
         if wire == 0:
             value, i = read_varint(buf, i)
         elif wire == 1:
-            value, i = buf[i:i + 8], i + 8
+            value, i = buf[i : i + 8], i + 8
         elif wire == 2:
             size, i = read_varint(buf, i)
-            value, i = buf[i:i + size], i + size
+            value, i = buf[i : i + size], i + size
         elif wire == 5:
-            value, i = buf[i:i + 4], i + 4
+            value, i = buf[i : i + 4], i + 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         if i > len(buf):

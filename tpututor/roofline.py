@@ -10,15 +10,25 @@ written once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from .hardware import Chip, find, lookup
 from .validate import positive_ints
 
 __all__ = [
-    "itemsize", "matmul_flops", "matmul_bytes", "matmul_intensity", "elementwise_flops",
-    "elementwise_bytes", "elementwise_intensity", "crossover_size", "peak_flops", "for_device", "Roofline", "plot",
+    "itemsize",
+    "matmul_flops",
+    "matmul_bytes",
+    "matmul_intensity",
+    "elementwise_flops",
+    "elementwise_bytes",
+    "elementwise_intensity",
+    "crossover_size",
+    "peak_flops",
+    "for_device",
+    "Roofline",
+    "plot",
 ]
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "float8": 1, "int32": 4}
@@ -27,15 +37,19 @@ _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 1,
 def itemsize(dtype: str) -> int:
     """Bytes per element of a dtype name ("float32", "bfloat16", "int8", ...)."""
     name = str(dtype).removeprefix("dtype(").strip("')\"").lower()
-    name = {"bf16": "bfloat16", "f32": "float32", "fp32": "float32", "f16": "float16", "fp8": "float8",
-            "f64": "float64"}.get(name, name)
+    name = {
+        "bf16": "bfloat16",
+        "f32": "float32",
+        "fp32": "float32",
+        "f16": "float16",
+        "fp8": "float8",
+        "f64": "float64",
+    }.get(name, name)
     if name.startswith("float8"):
         name = "float8"
     if name not in _ITEMSIZE:
         raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(_ITEMSIZE)}")
     return _ITEMSIZE[name]
-
-
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:
@@ -66,8 +80,9 @@ def elementwise_bytes(elements: int, inputs: int = 2, outputs: int = 1, dtype: s
     return elements * (inputs + outputs) * itemsize(dtype)
 
 
-def elementwise_intensity(flops_per_element: int = 1, inputs: int = 2, outputs: int = 1,
-                          dtype: str = "float32") -> float:
+def elementwise_intensity(
+    flops_per_element: int = 1, inputs: int = 2, outputs: int = 1, dtype: str = "float32"
+) -> float:
     """FLOPs per byte of an elementwise op; independent of the array size."""
     return flops_per_element / ((inputs + outputs) * itemsize(dtype))
 
@@ -103,14 +118,14 @@ class Roofline:
         return min(self.peak_flops, intensity * self.bandwidth)
 
     def bound(self, intensity: float) -> str:
-        """"memory" below the ridge point, "compute" at or above it."""
+        """ "memory" below the ridge point, "compute" at or above it."""
         return "memory" if intensity < self.ridge_point else "compute"
 
     def crossover_size(self, dtype: str = "bfloat16") -> float:
         return crossover_size(self.ridge_point, dtype)
 
     @classmethod
-    def of(cls, chip: Chip | str, dtype: str = "bfloat16") -> "Roofline":
+    def of(cls, chip: Chip | str, dtype: str = "bfloat16") -> Roofline:
         """The roofline of a chip in the table, for ``dtype`` (bf16/f32 use the bf16 peak, int8 the int8 one)."""
         chip = lookup(chip) if isinstance(chip, str) else chip
         peak = peak_flops(chip, dtype)
@@ -144,8 +159,9 @@ def peak_flops(chip: Chip, dtype: str) -> float | None:
     return chip.peak_flops
 
 
-def for_device(device_kind: str, dtype: str = "float32", cpu_peak: float | None = None,
-               cpu_bandwidth: float | None = None) -> Roofline | None:
+def for_device(
+    device_kind: str, dtype: str = "float32", cpu_peak: float | None = None, cpu_bandwidth: float | None = None
+) -> Roofline | None:
     """The roofline of a JAX device kind; for a CPU, from the given estimate and measured bandwidth."""
     chip = find(device_kind)
     if chip is not None:
@@ -158,8 +174,13 @@ def for_device(device_kind: str, dtype: str = "float32", cpu_peak: float | None 
     return None
 
 
-def plot(rooflines: Sequence[Roofline], measured: Mapping[str, Sequence[tuple[float, float]]] | None = None,
-         *, ax=None, intensity_range: tuple[float, float] = (0.01, 1e4)):
+def plot(
+    rooflines: Sequence[Roofline],
+    measured: Mapping[str, Sequence[tuple[float, float]]] | None = None,
+    *,
+    ax=None,
+    intensity_range: tuple[float, float] = (0.01, 1e4),
+):
     """Log-log roofline plot: one roof per chip, and measured series {label: [(intensity, FLOP/s), ...]}."""
     import matplotlib.pyplot as plt
     import numpy as np

@@ -19,10 +19,10 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 from .hardware import find
 
@@ -114,8 +114,9 @@ class Host:
     run: Callable[[Sequence[str]], str | None] = _run_command
     version: Callable[[str], str | None] = dist_version
     modules: Collection[str] = field(default_factory=lambda: frozenset(sys.modules))
-    cpu_count: int | None = field(default_factory=lambda: len(os.sched_getaffinity(0))
-                                  if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    cpu_count: int | None = field(
+        default_factory=lambda: len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    )
 
     def path(self, p: str) -> Path:
         return Path(self.root) / p.lstrip("/")
@@ -158,7 +159,7 @@ class Platform:
     hint: str | None = None
 
 
-def detect_platform(host: Host | None = None, accelerator: "Accelerator | None" = None) -> Platform:
+def detect_platform(host: Host | None = None, accelerator: Accelerator | None = None) -> Platform:
     host = host or Host()
     accelerator = accelerator or detect_accelerator(host)
     env_keys = [k for k in host.env if isinstance(k, str)]
@@ -167,8 +168,10 @@ def detect_platform(host: Host | None = None, accelerator: "Accelerator | None" 
 
     if host.getenv("VERTEX_PRODUCT") == "COLAB_ENTERPRISE":
         plat = Platform("colab-enterprise", ["VERTEX_PRODUCT=COLAB_ENTERPRISE"])
-    elif "google.colab" in host.modules or host.getenv("COLAB_RELEASE_TAG") or any(
-        k.startswith("COLAB_") and host.getenv(k) for k in env_keys
+    elif (
+        "google.colab" in host.modules
+        or host.getenv("COLAB_RELEASE_TAG")
+        or any(k.startswith("COLAB_") and host.getenv(k) for k in env_keys)
     ):
         if "google.colab" in host.modules:
             evidence.append("module google.colab is loaded")
@@ -299,8 +302,7 @@ def _detect_tpu(host: Host) -> tuple[Accelerator | None, list[str]]:
         generation = parsed[0]
     count = len(pci) or len(accel) or len(vfio) or (parsed[1] if parsed else 0)
     name = f"TPU {generation}" if generation else "TPU (generation unknown)"
-    return Accelerator("tpu", generation, count, name, type_value or None, evidence=evidence,
-                       problems=problems), []
+    return Accelerator("tpu", generation, count, name, type_value or None, evidence=evidence, problems=problems), []
 
 
 def _parse_nvidia_smi(text: str | None) -> list[tuple[str, float | None]]:
@@ -321,8 +323,7 @@ def _detect_gpu(host: Host) -> Accelerator | None:
     nodes = [p for p in NVIDIA_NODES if host.exists(p)]
     if not nodes:
         return None
-    smi = _parse_nvidia_smi(host.run(["nvidia-smi", "--query-gpu=name,memory.total",
-                                      "--format=csv,noheader,nounits"]))
+    smi = _parse_nvidia_smi(host.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"]))
     numbered = [n for n in host.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
     problems = []
     if smi:
@@ -332,8 +333,15 @@ def _detect_gpu(host: Host) -> Accelerator | None:
         name, mem, count = "NVIDIA GPU (name unknown)", None, len(numbered) or 1
         problems.append("an NVIDIA driver is present but nvidia-smi gave no GPU list")
     chip = find(name)
-    return Accelerator("gpu", chip.name if chip else None, count, name, memory_gb=mem,
-                       evidence=[f"{p} exists" for p in nodes], problems=problems)
+    return Accelerator(
+        "gpu",
+        chip.name if chip else None,
+        count,
+        name,
+        memory_gb=mem,
+        evidence=[f"{p} exists" for p in nodes],
+        problems=problems,
+    )
 
 
 def detect_accelerator(host: Host | None = None) -> Accelerator:
@@ -347,8 +355,7 @@ def detect_accelerator(host: Host | None = None) -> Accelerator:
         gpu.problems = problems + gpu.problems
         return gpu
     cpu = detect_cpu(host)
-    return Accelerator("cpu", None, cpu.cores, cpu.model, evidence=["no TPU or NVIDIA GPU found"],
-                       problems=problems)
+    return Accelerator("cpu", None, cpu.cores, cpu.model, evidence=["no TPU or NVIDIA GPU found"], problems=problems)
 
 
 # --------------------------------------------------------------------------- cpu
@@ -384,8 +391,13 @@ def detect_cpu(host: Host | None = None) -> CpuInfo:
         fields.setdefault(key, value.strip())
     model = fields.get("model name") or fields.get("hardware") or _platform.processor() or "unknown CPU"
     flags = set((fields.get("flags") or fields.get("features") or "").lower().split())
-    return CpuInfo(model, host.cpu_count or processors or 1, _platform.machine() or "unknown",
-                   _cpu_ghz(host, model, fields.get("cpu mhz")), [f for f in _SIMD_FLAGS if f in flags])
+    return CpuInfo(
+        model,
+        host.cpu_count or processors or 1,
+        _platform.machine() or "unknown",
+        _cpu_ghz(host, model, fields.get("cpu mhz")),
+        [f for f in _SIMD_FLAGS if f in flags],
+    )
 
 
 def _cpu_ghz(host: Host, model: str, current_mhz: str | None) -> float | None:
@@ -477,8 +489,7 @@ def _probe_one(name: str, timeout: float, python: str) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
     start = time.perf_counter()
     try:
-        out = subprocess.run([python, "-c", PROBES[name]], capture_output=True, text=True,
-                             timeout=timeout, env=env)
+        out = subprocess.run([python, "-c", PROBES[name]], capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"no answer within {timeout:.0f} s", "seconds": timeout}
     except OSError as exc:
@@ -549,9 +560,21 @@ class Runtime:
 
 # Environment variables that change what the frameworks do.
 RELEVANT_ENV = (
-    "TPU_ACCELERATOR_TYPE", "TPU_NAME", "TPU_WORKER_ID", "TPU_VISIBLE_CHIPS", "COLAB_TPU_ADDR",
-    "COLAB_TPU_1VM", "COLAB_GPU", "ISTPUVM", "PJRT_DEVICE", "CPU_NUM_DEVICES", "JAX_PLATFORMS",
-    "JAX_NUM_CPU_DEVICES", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES", "TPUTUTOR_PROFILE",
+    "TPU_ACCELERATOR_TYPE",
+    "TPU_NAME",
+    "TPU_WORKER_ID",
+    "TPU_VISIBLE_CHIPS",
+    "COLAB_TPU_ADDR",
+    "COLAB_TPU_1VM",
+    "COLAB_GPU",
+    "ISTPUVM",
+    "PJRT_DEVICE",
+    "CPU_NUM_DEVICES",
+    "JAX_PLATFORMS",
+    "JAX_NUM_CPU_DEVICES",
+    "XLA_FLAGS",
+    "CUDA_VISIBLE_DEVICES",
+    "TPUTUTOR_PROFILE",
 )
 
 

@@ -49,9 +49,10 @@ import itertools
 import json
 import re
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["StandIn", "STANDIN_HEADER", "HOST", "zones_table", "offered_types", "single_host"]
@@ -98,8 +99,12 @@ _TYPE_URL = "type.googleapis.com/google.cloud.tpu.v2."
 # Chips one host of a slice drives: v5e and v6e slices have 8 chips per host (Google's v5e and v6e
 # pages, as data/tpu_zones.csv notes them); v5p and v4 hosts drive 4 chips (a v5p-8 is 4 chips, one VM).
 _CHIPS_PER_HOST = {"v5e": 8, "v6e": 8, "v5p": 4, "v4": 4}
-_RUNTIME = {"v5e": "v2-alpha-tpuv5-lite", "v6e": "v2-alpha-tpuv6e", "v5p": "v2-alpha-tpuv5",
-            "v4": "tpu-ubuntu2204-base"}  # what seed() fills in; the stand-in validates none
+_RUNTIME = {
+    "v5e": "v2-alpha-tpuv5-lite",
+    "v6e": "v2-alpha-tpuv6e",
+    "v5p": "v2-alpha-tpuv5",
+    "v4": "tpu-ubuntu2204-base",
+}  # what seed() fills in; the stand-in validates none
 _WAITING = ("CREATING", "WAITING_FOR_RESOURCES")  # ACCEPTED is retired (WAITING_FOR_RESOURCES replaced it)
 
 
@@ -176,8 +181,15 @@ class StandIn:
     ``operation_polls`` how many polls of an operation before it is done.
     """
 
-    def __init__(self, project: str = "standin-project", *, port: int = 0, lifetime_s: float = 600.0,
-                 provision_after: int = 2, operation_polls: int = 1):
+    def __init__(
+        self,
+        project: str = "standin-project",
+        *,
+        port: int = 0,
+        lifetime_s: float = 600.0,
+        provision_after: int = 2,
+        operation_polls: int = 1,
+    ):
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0 (any free port) or 1-65535, got {port!r}")
         if not (isinstance(lifetime_s, (int, float)) and lifetime_s > 0):
@@ -207,13 +219,14 @@ class StandIn:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> "StandIn":
+    def start(self) -> StandIn:
         if self._server is not None:
             return self
         server = _Server((HOST, self._port), _handler_for(self))
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="tpututor-standin", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="tpututor-standin", daemon=True
+        )
         self._thread.start()
         self._timer = threading.Timer(self.lifetime_s, self.stop)
         self._timer.daemon = True
@@ -234,7 +247,7 @@ class StandIn:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "StandIn":
+    def __enter__(self) -> StandIn:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -268,8 +281,11 @@ class StandIn:
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import tpu_v2
 
-        return tpu_v2.TpuClient(transport="rest", credentials=AnonymousCredentials(),
-                                client_options=ClientOptions(api_endpoint=self.endpoint))
+        return tpu_v2.TpuClient(
+            transport="rest",
+            credentials=AnonymousCredentials(),
+            client_options=ClientOptions(api_endpoint=self.endpoint),
+        )
 
     # ------------------------------------------------------------------ what Google would do
 
@@ -296,17 +312,32 @@ class StandIn:
                 self._ce_finish(key)
             return len(pending) + len(ce)
 
-    def seed(self, zone: str, node_id: str, accelerator_type: str, *, created: datetime,
-             labels: dict[str, str] | None = None, spot: bool = False, state: str = "READY") -> str:
+    def seed(
+        self,
+        zone: str,
+        node_id: str,
+        accelerator_type: str,
+        *,
+        created: datetime,
+        labels: dict[str, str] | None = None,
+        spot: bool = False,
+        state: str = "READY",
+    ) -> str:
         """Add a node as if someone had created it at ``created`` (a VM left running); its name."""
         from .runtime import parse_accelerator_type
 
         parsed = parse_accelerator_type(accelerator_type)
         with self._lock:
-            node = self._new_node(zone, node_id, {
-                "acceleratorType": accelerator_type, "labels": labels or {},
-                "runtimeVersion": _RUNTIME.get(parsed[0] if parsed else "", "v2-alpha-tpuv5-lite"),
-                "schedulingConfig": {"spot": spot}})
+            node = self._new_node(
+                zone,
+                node_id,
+                {
+                    "acceleratorType": accelerator_type,
+                    "labels": labels or {},
+                    "runtimeVersion": _RUNTIME.get(parsed[0] if parsed else "", "v2-alpha-tpuv5-lite"),
+                    "schedulingConfig": {"spot": spot},
+                },
+            )
             node["createTime"] = _stamp(created)
             node["state"] = state
             return node["name"]
@@ -324,8 +355,15 @@ class StandIn:
             if qr in self._queued:
                 self._queued[qr]["state"] = {"state": "SUSPENDED", "suspendedData": {}, "stateInitiator": "SERVICE"}
 
-    def schedule_maintenance(self, name: str, *, in_hours: float = 24.0, hours: float = 4.0,
-                             kind: str = "SCHEDULED", can_reschedule: bool = True) -> None:
+    def schedule_maintenance(
+        self,
+        name: str,
+        *,
+        in_hours: float = 24.0,
+        hours: float = 4.0,
+        kind: str = "SCHEDULED",
+        can_reschedule: bool = True,
+    ) -> None:
         """Post an upcoming-maintenance notice for a node: a window opening ``in_hours`` from now on
         the stand-in's clock and lasting ``hours`` (``kind`` SCHEDULED or UNSCHEDULED)."""
         if kind not in ("SCHEDULED", "UNSCHEDULED"):
@@ -335,8 +373,12 @@ class StandIn:
         with self._lock:
             self._node(name)
             start = self.now() + timedelta(hours=in_hours)
-            self._maintenance[name] = {"start": start, "end": start + timedelta(hours=hours), "kind": kind,
-                                       "can_reschedule": can_reschedule}
+            self._maintenance[name] = {
+                "start": start,
+                "end": start + timedelta(hours=hours),
+                "kind": kind,
+                "can_reschedule": can_reschedule,
+            }
 
     # ------------------------------------------------------------------ internals
 
@@ -359,10 +401,13 @@ class StandIn:
             return
         ongoing = now >= window["start"]
         node["upcomingMaintenance"] = {
-            "type": window["kind"], "canReschedule": window["can_reschedule"] and not ongoing,
-            "windowStartTime": _stamp(window["start"]), "windowEndTime": _stamp(window["end"]),
+            "type": window["kind"],
+            "canReschedule": window["can_reschedule"] and not ongoing,
+            "windowStartTime": _stamp(window["start"]),
+            "windowEndTime": _stamp(window["end"]),
             "latestWindowStartTime": _stamp(window["start"]),
-            "maintenanceStatus": "ONGOING" if ongoing else "PENDING"}
+            "maintenanceStatus": "ONGOING" if ongoing else "PENDING",
+        }
         if ongoing:
             node["health"] = "UNHEALTHY_MAINTENANCE"
             node["healthDescription"] = f"under maintenance until {_stamp(window['end'])} (stand-in)"
@@ -384,43 +429,70 @@ class StandIn:
         from .runtime import parse_accelerator_type
 
         if not accelerator_type:
-            raise ApiError(400, "INVALID_ARGUMENT", "node.accelerator_type is required "
-                           "(this stand-in does not read accelerator_config)")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                "node.accelerator_type is required (this stand-in does not read accelerator_config)",
+            )
         parsed = parse_accelerator_type(accelerator_type)
         if parsed and parsed[0] == "7x":
-            raise ApiError(400, "INVALID_ARGUMENT", f"{accelerator_type}: the Cloud TPU API does not serve "
-                           "TPU7x; create it through Compute Engine or GKE")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"{accelerator_type}: the Cloud TPU API does not serve TPU7x; create it through Compute Engine or GKE",
+            )
         offered = offered_types(zone)
         if not offered:
             raise ApiError(400, "INVALID_ARGUMENT", f"zone {zone!r} offers no TPUs in this stand-in's table")
         if accelerator_type not in offered:
             gens = sorted({r["generation"] for r in zones_table() if r["zone"] == zone})
-            raise ApiError(400, "INVALID_ARGUMENT", f"accelerator type {accelerator_type!r} is not available in "
-                           f"zone {zone} (it offers {', '.join(gens)})")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"accelerator type {accelerator_type!r} is not available in zone {zone} (it offers {', '.join(gens)})",
+            )
 
     def _new_node(self, zone: str, node_id: str, body: dict[str, Any], state: str = "READY") -> dict[str, Any]:
         if not node_id or not _NAME.match(node_id):
-            raise ApiError(400, "INVALID_ARGUMENT", f"node_id {node_id!r} must be 1-63 lowercase letters, "
-                           "digits or hyphens, starting with a letter")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"node_id {node_id!r} must be 1-63 lowercase letters, digits or hyphens, starting with a letter",
+            )
         name = f"{self.parent(zone)}/nodes/{node_id}"
         if name in self._nodes:
             raise ApiError(409, "ALREADY_EXISTS", f"Resource '{name}' already exists")
         self._check_type(zone, body.get("acceleratorType", ""))
         node = copy.deepcopy(body)
-        node.update(name=name, id=str(next(self._ids)), state=state, health="HEALTHY",
-                    createTime=_stamp(self.now()), apiVersion="V2")
+        node.update(
+            name=name,
+            id=str(next(self._ids)),
+            state=state,
+            health="HEALTHY",
+            createTime=_stamp(self.now()),
+            apiVersion="V2",
+        )
         node.setdefault("networkConfig", {"network": "default", "subnetwork": "default", "enableExternalIps": False})
         self._nodes[name] = node
         return node
 
-    def _operation(self, zone: str, verb: str, target: str, finish: Callable[[], dict[str, Any] | None],
-                   type_name: str = "Node") -> dict[str, Any]:
+    def _operation(
+        self, zone: str, verb: str, target: str, finish: Callable[[], dict[str, Any] | None], type_name: str = "Node"
+    ) -> dict[str, Any]:
         """A long-running operation, not done yet; ``finish`` runs when it completes and returns the
         response (None for Empty)."""
         name = f"{self.parent(zone)}/operations/operation-{next(self._ids)}"
-        op = {"name": name, "done": False,
-              "metadata": {"@type": _TYPE_URL + "OperationMetadata", "createTime": _stamp(self.now()),
-                           "target": target, "verb": verb, "apiVersion": "v2"}}
+        op = {
+            "name": name,
+            "done": False,
+            "metadata": {
+                "@type": _TYPE_URL + "OperationMetadata",
+                "createTime": _stamp(self.now()),
+                "target": target,
+                "verb": verb,
+                "apiVersion": "v2",
+            },
+        }
         self._ops[name] = {"op": op, "polls": 0, "finish": finish, "type": type_name}
         return copy.deepcopy(op)
 
@@ -439,7 +511,7 @@ class StandIn:
     def _page(items: list[dict[str, Any]], query: dict[str, list[str]], key: str) -> dict[str, Any]:
         size = int(query.get("pageSize", ["0"])[0] or 0) or 50
         start = int(query.get("pageToken", ["0"])[0] or 0)
-        page = items[start:start + size]
+        page = items[start : start + size]
         out: dict[str, Any] = {key: page}
         if start + size < len(items):
             out["nextPageToken"] = str(start + size)
@@ -460,8 +532,11 @@ class StandIn:
 
     def _zone_of(self, args) -> str:
         if args["project"] != self.project:
-            raise ApiError(403, "PERMISSION_DENIED", f"project {args['project']!r} is not {self.project!r}, the "
-                           "only project this stand-in serves")
+            raise ApiError(
+                403,
+                "PERMISSION_DENIED",
+                f"project {args['project']!r} is not {self.project!r}, the only project this stand-in serves",
+            )
         return args["zone"]
 
     # ------------------------------------------------------------------ nodes
@@ -517,11 +592,19 @@ class StandIn:
         node = self._node(name)
         sched = node.get("schedulingConfig", {})
         if sched.get("spot") or sched.get("preemptible"):
-            raise ApiError(400, "FAILED_PRECONDITION", f"cannot {verb} {name}: a spot or preemptible TPU cannot be "
-                           "stopped and restarted; delete it and create a new one")
+            raise ApiError(
+                400,
+                "FAILED_PRECONDITION",
+                f"cannot {verb} {name}: a spot or preemptible TPU cannot be "
+                "stopped and restarted; delete it and create a new one",
+            )
         if not single_host(node.get("acceleratorType", "")):
-            raise ApiError(400, "FAILED_PRECONDITION", f"cannot {verb} {name}: {node.get('acceleratorType')} spans "
-                           "more than one host, and stop/start is only available with single TPU nodes")
+            raise ApiError(
+                400,
+                "FAILED_PRECONDITION",
+                f"cannot {verb} {name}: {node.get('acceleratorType')} spans "
+                "more than one host, and stop/start is only available with single TPU nodes",
+            )
         if node["state"] not in allowed:
             raise ApiError(400, "FAILED_PRECONDITION", f"cannot {verb} {name} in state {node['state']}")
         node["state"] = now
@@ -549,8 +632,11 @@ class StandIn:
         zone = self._zone_of(args)
         qid = query.get("queuedResourceId", [""])[0]
         if not qid or not _NAME.match(qid):
-            raise ApiError(400, "INVALID_ARGUMENT", f"queued_resource_id {qid!r} must be 1-63 lowercase letters, "
-                           "digits or hyphens, starting with a letter")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"queued_resource_id {qid!r} must be 1-63 lowercase letters, digits or hyphens, starting with a letter",
+            )
         name = self._queued_name(zone, qid)
         if name in self._queued:
             raise ApiError(409, "ALREADY_EXISTS", f"Resource '{name}' already exists")
@@ -570,16 +656,25 @@ class StandIn:
         qr.update(name=name, createTime=_stamp(created), state={"state": "CREATING", "creatingData": {}})
         self._queued[name] = qr
         self._qr_meta[name] = {"reads": 0, "deadline": deadline}
-        return self._operation(zone, "create", name, lambda: copy.deepcopy(self._queued.get(name, qr)),
-                               "QueuedResource")
+        return self._operation(
+            zone, "create", name, lambda: copy.deepcopy(self._queued.get(name, qr)), "QueuedResource"
+        )
 
     def _expire(self, name: str) -> None:
         """A request still waiting when its valid-until time passes fails, and stays until deleted."""
         qr, deadline = self._queued[name], self._qr_meta[name]["deadline"]
         if deadline is not None and qr["state"]["state"] in _WAITING and self.now() > deadline:
-            qr["state"] = {"state": "FAILED", "stateInitiator": "SERVICE", "failedData": {"error": {
-                "code": 4, "message": f"the request's valid-until time {_stamp(deadline)} passed before capacity "
-                "was found (stand-in)"}}}
+            qr["state"] = {
+                "state": "FAILED",
+                "stateInitiator": "SERVICE",
+                "failedData": {
+                    "error": {
+                        "code": 4,
+                        "message": f"the request's valid-until time {_stamp(deadline)} passed before capacity "
+                        "was found (stand-in)",
+                    }
+                },
+            }
 
     def _advance(self, name: str) -> None:
         """Each read moves a queued resource on: WAITING_FOR_RESOURCES, PROVISIONING, then ACTIVE
@@ -592,8 +687,11 @@ class StandIn:
         meta["reads"] += 1
         reads, needed = meta["reads"], max(1, self.provision_after)
         if reads < needed:
-            qr["state"] = ({"state": "WAITING_FOR_RESOURCES"} if reads < needed - 1
-                           else {"state": "PROVISIONING", "provisioningData": {}})
+            qr["state"] = (
+                {"state": "WAITING_FOR_RESOURCES"}
+                if reads < needed - 1
+                else {"state": "PROVISIONING", "provisioningData": {}}
+            )
             return
         zone = name.split("/")[3]
         for spec in qr["tpu"]["nodeSpec"]:
@@ -630,8 +728,11 @@ class StandIn:
         mine = [k for k, n in self._nodes.items() if n.get("queuedResource") == name]
         state = self._queued[name]["state"]["state"]
         if mine and not force and state not in ("FAILED", "SUSPENDED"):
-            raise ApiError(400, "FAILED_PRECONDITION", f"{name} still has nodes ({len(mine)}): delete them first "
-                           "or pass force=True")
+            raise ApiError(
+                400,
+                "FAILED_PRECONDITION",
+                f"{name} still has nodes ({len(mine)}): delete them first or pass force=True",
+            )
         for k in mine:
             self._nodes[k]["state"] = "DELETING"
         self._queued[name]["state"] = {"state": "DELETING", "deletingData": {}}
@@ -646,7 +747,6 @@ class StandIn:
 
         return self._operation(zone, "delete", name, finish)
 
-
     # ------------------------------------------------------------------ Compute Engine (TPU VM instances)
 
     def _ce_instance_path(self, zone: str, name: str) -> str:
@@ -656,20 +756,35 @@ class StandIn:
         short = str(machine_type).rsplit("/", 1)[-1]
         m = _MACHINE.match(short)
         if not m:
-            raise ApiError(400, "INVALID_ARGUMENT", f"machineType {machine_type!r} is not a TPU machine type this "
-                           "stand-in knows (ct5lp-hightpu-Nt, ct6e-standard-Nt, ct5p-hightpu-Nt, tpu7x-standard-Nt)")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"machineType {machine_type!r} is not a TPU machine type this "
+                "stand-in knows (ct5lp-hightpu-Nt, ct6e-standard-Nt, ct5p-hightpu-Nt, tpu7x-standard-Nt)",
+            )
         generation, chips = _MACHINE_GEN[m["family"]], int(m["chips"])
         gens = sorted({r["generation"] for r in zones_table() if r["zone"] == zone})
         if generation not in gens:
-            raise ApiError(400, "INVALID_ARGUMENT", f"machine type {short!r} ({generation}) is not available in zone "
-                           f"{zone} (it offers {', '.join(gens) or 'no TPUs in this stand-in table'})")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"machine type {short!r} ({generation}) is not available in zone "
+                f"{zone} (it offers {', '.join(gens) or 'no TPUs in this stand-in table'})",
+            )
         return generation, chips
 
     def _ce_operation_new(self, zone: str, kind: str, target: str, finish: Callable[[], None]) -> dict[str, Any]:
         name = f"operation-{next(self._ids)}"
-        op = {"kind": "compute#operation", "name": name, "zone": zone, "operationType": kind, "status": "RUNNING",
-              "targetLink": f"{self.endpoint}/compute/v1/{target}", "insertTime": _stamp(self.now()),
-              "selfLink": f"{self.endpoint}/compute/v1/projects/{self.project}/zones/{zone}/operations/{name}"}
+        op = {
+            "kind": "compute#operation",
+            "name": name,
+            "zone": zone,
+            "operationType": kind,
+            "status": "RUNNING",
+            "targetLink": f"{self.endpoint}/compute/v1/{target}",
+            "insertTime": _stamp(self.now()),
+            "selfLink": f"{self.endpoint}/compute/v1/projects/{self.project}/zones/{zone}/operations/{name}",
+        }
         self._ce_ops[f"{zone}/{name}"] = {"op": op, "polls": 0, "finish": finish}
         return copy.deepcopy(op)
 
@@ -683,8 +798,11 @@ class StandIn:
         zone = self._zone_of(args)
         name = body.get("name", "")
         if not name or not _NAME.match(name):
-            raise ApiError(400, "INVALID_ARGUMENT", f"instance name {name!r} must be 1-63 lowercase letters, digits "
-                           "or hyphens, starting with a letter")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"instance name {name!r} must be 1-63 lowercase letters, digits or hyphens, starting with a letter",
+            )
         path = self._ce_instance_path(zone, name)
         if path in self._instances:
             raise ApiError(409, "ALREADY_EXISTS", f"The resource '{path}' already exists")
@@ -692,15 +810,29 @@ class StandIn:
         scheduling = body.get("scheduling", {})
         model = scheduling.get("provisioningModel", "STANDARD")
         if model not in _PROVISIONING:
-            raise ApiError(400, "INVALID_ARGUMENT", f"scheduling.provisioningModel {model!r} is not one of "
-                           f"{', '.join(_PROVISIONING)}")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                f"scheduling.provisioningModel {model!r} is not one of {', '.join(_PROVISIONING)}",
+            )
         if model == "RESERVATION_BOUND" and not body.get("reservationAffinity", {}).get("values"):
-            raise ApiError(400, "INVALID_ARGUMENT", "a RESERVATION_BOUND instance names its reservation in "
-                           "reservationAffinity (consumeReservationType SPECIFIC_RESERVATION, values [...])")
+            raise ApiError(
+                400,
+                "INVALID_ARGUMENT",
+                "a RESERVATION_BOUND instance names its reservation in "
+                "reservationAffinity (consumeReservationType SPECIFIC_RESERVATION, values [...])",
+            )
         instance = copy.deepcopy(body)
-        instance.update(kind="compute#instance", id=str(next(self._ids)), status="PROVISIONING",
-                        creationTimestamp=_stamp(self.now()), zone=zone, tpuGeneration=generation, tpuChips=chips,
-                        selfLink=f"{self.endpoint}/compute/v1/{path}")
+        instance.update(
+            kind="compute#instance",
+            id=str(next(self._ids)),
+            status="PROVISIONING",
+            creationTimestamp=_stamp(self.now()),
+            zone=zone,
+            tpuGeneration=generation,
+            tpuChips=chips,
+            selfLink=f"{self.endpoint}/compute/v1/{path}",
+        )
         self._instances[path] = instance
 
         def finish():
@@ -723,7 +855,7 @@ class StandIn:
         items = [copy.deepcopy(v) for k, v in sorted(self._instances.items()) if k.startswith(prefix)]
         size = int(query.get("maxResults", ["0"])[0] or 0) or 500
         start = int(query.get("pageToken", ["0"])[0] or 0)
-        out: dict[str, Any] = {"kind": "compute#instanceList", "items": items[start:start + size]}
+        out: dict[str, Any] = {"kind": "compute#instanceList", "items": items[start : start + size]}
         if start + size < len(items):
             out["nextPageToken"] = str(start + size)
         return out
@@ -829,8 +961,9 @@ def _handler_for(api: StandIn):
             except ApiError as err:
                 self._reply(err.code, {"error": {"code": err.code, "message": err.message, "status": err.status}})
             except (ValueError, KeyError, TypeError) as err:
-                self._reply(400, {"error": {"code": 400, "message": f"bad request: {err}",
-                                            "status": "INVALID_ARGUMENT"}})
+                self._reply(
+                    400, {"error": {"code": 400, "message": f"bad request: {err}", "status": "INVALID_ARGUMENT"}}
+                )
 
         def do_GET(self) -> None:
             self._serve("GET")
@@ -842,7 +975,15 @@ def _handler_for(api: StandIn):
             self._serve("DELETE")
 
         def do_PATCH(self) -> None:
-            self._reply(501, {"error": {"code": 501, "message": "update_node is not part of this stand-in",
-                                        "status": "UNIMPLEMENTED"}})
+            self._reply(
+                501,
+                {
+                    "error": {
+                        "code": 501,
+                        "message": "update_node is not part of this stand-in",
+                        "status": "UNIMPLEMENTED",
+                    }
+                },
+            )
 
     return Handler

@@ -44,8 +44,10 @@ def choose(cpu_replicas: int = 4, *, tf: Any = None, host: Host | None = None) -
 
     distribution = installed_frameworks(host)["tensorflow"].distribution
     if accelerator.kind == "tpu" and distribution is not None and not tensorflow_can_use_tpu(distribution):
-        tried.append(f"{accelerator.name} attached, but TensorFlow here is {distribution}, which cannot use "
-                     "a TPU (install tensorflow-tpu)")
+        tried.append(
+            f"{accelerator.name} attached, but TensorFlow here is {distribution}, which cannot use "
+            "a TPU (install tensorflow-tpu)"
+        )
     elif accelerator.kind == "tpu":
         try:
             resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
@@ -53,12 +55,20 @@ def choose(cpu_replicas: int = 4, *, tf: Any = None, host: Host | None = None) -
             tf.tpu.experimental.initialize_tpu_system(resolver)
             strategy = tf.distribute.TPUStrategy(resolver)
             n = strategy.num_replicas_in_sync
-            return Chosen(strategy, "tpu", n, f"found {accelerator.name} x{accelerator.count}: TPUStrategy "
-                                              f"with {n} replicas via TPUClusterResolver(tpu='local')", tried)
+            return Chosen(
+                strategy,
+                "tpu",
+                n,
+                f"found {accelerator.name} x{accelerator.count}: TPUStrategy "
+                f"with {n} replicas via TPUClusterResolver(tpu='local')",
+                tried,
+            )
         except Exception as exc:  # no tensorflow-tpu, TPU held by another process, TPU7x...
-            tried.append(f"{accelerator.name} attached, but TPUStrategy failed ({_first_line(exc)}); "
-                         "TensorFlow needs the tensorflow-tpu package on a TPU VM, and no other process "
-                         "may hold the TPU")
+            tried.append(
+                f"{accelerator.name} attached, but TPUStrategy failed ({_first_line(exc)}); "
+                "TensorFlow needs the tensorflow-tpu package on a TPU VM, and no other process "
+                "may hold the TPU"
+            )
     else:
         tried.append("no TPU attached")
 
@@ -83,8 +93,9 @@ def choose(cpu_replicas: int = 4, *, tf: Any = None, host: Host | None = None) -
         logical = [d.name for d in tf.config.list_logical_devices("CPU")]
         strategy = tf.distribute.MirroredStrategy(logical)
         n = strategy.num_replicas_in_sync
-        return Chosen(strategy, "cpu", n, "; ".join(tried + [f"MirroredStrategy over {n} logical CPU "
-                                                               f"device(s) ({note})"]), tried)
+        return Chosen(
+            strategy, "cpu", n, "; ".join(tried + [f"MirroredStrategy over {n} logical CPU device(s) ({note})"]), tried
+        )
     except Exception as exc:
         tried.append(f"MirroredStrategy over CPUs failed ({_first_line(exc)})")
         strategy = tf.distribute.get_strategy()

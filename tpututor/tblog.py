@@ -22,8 +22,8 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from .protowire import bytes_field, field, fields, varint
 
@@ -31,6 +31,7 @@ __all__ = ["Writer", "read", "events", "event_files"]
 
 
 # --------------------------------------------------------------------------- CRC-32C (Castagnoli)
+
 
 def _table() -> list[int]:
     table = []
@@ -68,21 +69,25 @@ def _record(data: bytes) -> bytes:
     return length + struct.pack("<I", _masked(length)) + data + struct.pack("<I", _masked(data))
 
 
-def _event(wall_time: float, step: int = 0, *, file_version: str | None = None,
-           scalars: Mapping[str, float] | None = None) -> bytes:
+def _event(
+    wall_time: float, step: int = 0, *, file_version: str | None = None, scalars: Mapping[str, float] | None = None
+) -> bytes:
     """Event{wall_time=1 (double), step=2 (int64), file_version=3 (string), summary=5 (Summary)};
     Summary{value=1 (repeated Value)}; Value{tag=1 (string), simple_value=2 (float)}."""
     out = field(1, 1, struct.pack("<d", wall_time)) + field(2, 0, varint(step))
     if file_version is not None:
         out += bytes_field(3, file_version.encode())
     if scalars:
-        values = b"".join(bytes_field(1, bytes_field(1, tag.encode()) + field(2, 5, struct.pack("<f", float(v))))
-                          for tag, v in scalars.items())
+        values = b"".join(
+            bytes_field(1, bytes_field(1, tag.encode()) + field(2, 5, struct.pack("<f", float(v))))
+            for tag, v in scalars.items()
+        )
         out += bytes_field(5, values)
     return out
 
 
 # --------------------------------------------------------------------------- writing and reading
+
 
 class Writer:
     """Scalars into a new event file in ``logdir`` (created), one event per :meth:`scalars` call."""
@@ -115,7 +120,7 @@ class Writer:
             self._file.flush()
             self._file.close()
 
-    def __enter__(self) -> "Writer":
+    def __enter__(self) -> Writer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -133,12 +138,12 @@ def events(path: str | os.PathLike) -> Iterator[dict]:
     data = Path(path).read_bytes()
     i = 0
     while i + 12 <= len(data):
-        length_bytes = data[i:i + 8]
+        length_bytes = data[i : i + 8]
         (length,) = struct.unpack("<Q", length_bytes)
-        if struct.unpack("<I", data[i + 8:i + 12])[0] != _masked(length_bytes) or i + 16 + length > len(data):
+        if struct.unpack("<I", data[i + 8 : i + 12])[0] != _masked(length_bytes) or i + 16 + length > len(data):
             return
-        body = data[i + 12:i + 12 + length]
-        if struct.unpack("<I", data[i + 12 + length:i + 16 + length])[0] != _masked(body):
+        body = data[i + 12 : i + 12 + length]
+        if struct.unpack("<I", data[i + 12 + length : i + 16 + length])[0] != _masked(body):
             return
         i += 16 + length
         event: dict = {"wall_time": 0.0, "step": 0}

@@ -33,9 +33,23 @@ from typing import Any
 
 from tpututor.lessons import find_root
 
-__all__ = ["Lesson", "DEVICES", "FRAMEWORKS", "find_root", "notebooks_dir", "lessons", "read", "by_topic",
-           "LessonError", "Estimate", "estimate", "READING_WPM", "CELL_SECONDS", "CODE_LINES_PER_MINUTE",
-           "EXERCISE_MINUTES"]
+__all__ = [
+    "Lesson",
+    "DEVICES",
+    "FRAMEWORKS",
+    "find_root",
+    "notebooks_dir",
+    "lessons",
+    "read",
+    "by_topic",
+    "LessonError",
+    "Estimate",
+    "estimate",
+    "READING_WPM",
+    "CELL_SECONDS",
+    "CODE_LINES_PER_MINUTE",
+    "EXERCISE_MINUTES",
+]
 
 # What a lesson asks of the machine; the workshop guide's runtime column says it in words.
 DEVICES = {
@@ -101,8 +115,14 @@ class Lesson:
 
     def needs(self) -> dict[str, Any]:
         """What the learner's package ships about this lesson (``tpututor/data/lessons.json``)."""
-        return {"title": self.title, "minutes": self.minutes, "imports": list(self.imports),
-                "optional": list(self.optional), "devices": self.devices, "note": self.note}
+        return {
+            "title": self.title,
+            "minutes": self.minutes,
+            "imports": list(self.imports),
+            "optional": list(self.optional),
+            "devices": self.devices,
+            "note": self.note,
+        }
 
 
 def notebooks_dir(notebooks: str | os.PathLike | None = None) -> Path:
@@ -126,8 +146,10 @@ def _front_matter(text: str, path: Path) -> dict:
         raise LessonError(f"{path.name}: the YAML header does not parse: {exc}") from None
     meta = header.get("tpututor")
     if not isinstance(meta, dict):
-        raise LessonError(f"{path.name}: the YAML header has no 'tpututor:' block (title, minutes, needs, "
-                          "objectives); see tpututor_course/catalog.py")
+        raise LessonError(
+            f"{path.name}: the YAML header has no 'tpututor:' block (title, minutes, needs, "
+            "objectives); see tpututor_course/catalog.py"
+        )
     return meta
 
 
@@ -162,10 +184,16 @@ def read(path: str | os.PathLike) -> Lesson:
     if not needs.get("note"):
         raise LessonError(f"{where}needs.note is missing (one sentence: what the lesson needs, in words)")
     return Lesson(
-        path=path, number=m.group(1), topic=m.group(2), title=str(meta["title"]).strip(),
-        minutes=meta["minutes"], imports=_names(needs.get("imports"), f"{where}needs.imports"),
-        optional=_names(needs.get("optional"), f"{where}needs.optional"), devices=devices,
-        note=" ".join(str(needs["note"]).split()), colab=colab,
+        path=path,
+        number=m.group(1),
+        topic=m.group(2),
+        title=str(meta["title"]).strip(),
+        minutes=meta["minutes"],
+        imports=_names(needs.get("imports"), f"{where}needs.imports"),
+        optional=_names(needs.get("optional"), f"{where}needs.optional"),
+        devices=devices,
+        note=" ".join(str(needs["note"]).split()),
+        colab=colab,
         objectives=tuple(" ".join(str(o).split()) for o in _names(meta["objectives"], f"{where}objectives")),
         prerequisites=_names(meta.get("prerequisites"), f"{where}prerequisites"),
         aliases=_names(meta.get("aliases"), f"{where}aliases"),
@@ -183,8 +211,9 @@ def lessons(notebooks: str | os.PathLike | None = None) -> list[Lesson]:
     for lesson in found:
         missing = [t for t in lesson.prerequisites if t not in topics]
         if missing:
-            raise LessonError(f"{lesson.path.name}: prerequisites {missing} are not lesson topics "
-                              f"(choose from {sorted(topics)})")
+            raise LessonError(
+                f"{lesson.path.name}: prerequisites {missing} are not lesson topics (choose from {sorted(topics)})"
+            )
     return found
 
 
@@ -200,8 +229,12 @@ class Estimate:
     @property
     def minutes(self) -> int:
         """Reading, running, code and exercises, rounded to the nearest 5 minutes."""
-        raw = (self.words / READING_WPM + self.code_cells * CELL_SECONDS / 60
-               + self.code_lines / CODE_LINES_PER_MINUTE + self.exercises * EXERCISE_MINUTES)
+        raw = (
+            self.words / READING_WPM
+            + self.code_cells * CELL_SECONDS / 60
+            + self.code_lines / CODE_LINES_PER_MINUTE
+            + self.exercises * EXERCISE_MINUTES
+        )
         return max(5, 5 * round(raw / 5))
 
 
@@ -214,8 +247,12 @@ def estimate(path: str | os.PathLike) -> Estimate:
     # The setup cell is the same in every lesson and is run, not read: it counts as a cell, not as code.
     cells = _CODE_CELL.findall(text)
     read = [c for c in cells if SETUP_MARK not in c]
-    body = [line for c in read for line in c.splitlines()
-            if line.strip() and not line.startswith(":") and line.strip() != "---"]
+    body = [
+        line
+        for c in read
+        for line in c.splitlines()
+        if line.strip() and not line.startswith(":") and line.strip() != "---"
+    ]
     prose = _FENCE.sub(" ", text)
     prose = re.sub(r"\]\([^)]*\)", "]", prose)  # a link's address is not read
     words = len(re.findall(r"[^\s#*|>`-]+", prose))

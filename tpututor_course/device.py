@@ -29,8 +29,8 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import catalog
 
@@ -40,15 +40,53 @@ DEVICE_PYTHON = "3.12"
 # What the lessons need on the machine that its image lacks (the top level; dependencies follow).
 CARRIED = ("papermill", "ipykernel", "nbclient", "nbformat", "pyyaml", "grain")
 # Large packages the image has (round2.md): never carried, so that the machine's builds are used.
-PRESENT = frozenset({
-    "numpy", "scipy", "ml-dtypes", "jax", "jaxlib", "opt-einsum", "protobuf", "typing-extensions",
-    "pillow", "matplotlib", "contourpy", "fonttools", "kiwisolver", "pyparsing", "cycler", "python-dateutil",
-    "six", "pandas", "pytz", "tzdata", "tqdm", "torch", "triton", "flax", "optax", "orbax-checkpoint",
-    "transformers", "tokenizers", "safetensors", "huggingface-hub", "tensorstore",
-})
+PRESENT = frozenset(
+    {
+        "numpy",
+        "scipy",
+        "ml-dtypes",
+        "jax",
+        "jaxlib",
+        "opt-einsum",
+        "protobuf",
+        "typing-extensions",
+        "pillow",
+        "matplotlib",
+        "contourpy",
+        "fonttools",
+        "kiwisolver",
+        "pyparsing",
+        "cycler",
+        "python-dateutil",
+        "six",
+        "pandas",
+        "pytz",
+        "tzdata",
+        "tqdm",
+        "torch",
+        "triton",
+        "flax",
+        "optax",
+        "orbax-checkpoint",
+        "transformers",
+        "tokenizers",
+        "safetensors",
+        "huggingface-hub",
+        "tensorstore",
+    }
+)
 # The image, for the rehearsal here (versions that resolve together with JAX 0.11.2 on PyPI today).
-IMAGE = ("jax==0.11.2", "jaxlib==0.11.2", "flax==0.12.12", "optax==0.2.8", "orbax-checkpoint==0.12.8",
-         "matplotlib==3.11.2", "pandas==3.1.1", "tqdm==4.70.1", "transformers==5.24.0")
+IMAGE = (
+    "jax==0.11.2",
+    "jaxlib==0.11.2",
+    "flax==0.12.12",
+    "optax==0.2.8",
+    "orbax-checkpoint==0.12.8",
+    "matplotlib==3.11.2",
+    "pandas==3.1.1",
+    "tqdm==4.70.1",
+    "transformers==5.24.0",
+)
 BUNDLE_LIMIT_MB = 48  # leaves room for the repository inside the 64 MiB that travel
 LESSON_TIMEOUT = {"full": 150, "ci": 240}
 BUDGET_S = 540  # the whole check, under the machine's 10-minute command limit
@@ -62,9 +100,24 @@ def _resolve(python: str, requirements: Sequence[str]) -> dict[str, tuple[str, s
     """name -> (version, wheel URL) of what pip would install for ``requirements`` under ``python``."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        done = subprocess.run([python, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
-                               "--only-binary=:all:", "--report", str(report), *requirements],
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--dry-run",
+                "--ignore-installed",
+                "--only-binary=:all:",
+                "--report",
+                str(report),
+                *requirements,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"pip could not resolve {' '.join(requirements)} for {python}:\n{done.stderr[-2000:]}")
         doc = json.loads(report.read_text())
@@ -73,11 +126,15 @@ def _resolve(python: str, requirements: Sequence[str]) -> dict[str, tuple[str, s
 
 def python312() -> str:
     """A Python 3.12 interpreter to resolve and download for (the machine's version)."""
-    for candidate in (os.environ.get("TPUTUTOR_PYTHON312"), shutil.which("python3.12"),
-                      str(Path.home() / ".pyenv/versions/3.12.1/bin/python3.12")):
+    for candidate in (
+        os.environ.get("TPUTUTOR_PYTHON312"),
+        shutil.which("python3.12"),
+        str(Path.home() / ".pyenv/versions/3.12.1/bin/python3.12"),
+    ):
         if candidate and Path(candidate).exists():
-            probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
-                                   capture_output=True, text=True)
+            probe = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"], capture_output=True, text=True
+            )
             if probe.stdout.strip() == "True":
                 return candidate
     raise FileNotFoundError("no Python 3.12 here: install python3.12, or set TPUTUTOR_PYTHON312=/path/to/python3.12")
@@ -92,9 +149,23 @@ def bundle(out: Path, python: str | None = None) -> Path:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    done = subprocess.run([python, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                           "--dest", str(out), *[f"{n}=={v}" for n, (v, _) in sorted(wanted.items())]],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--dest",
+            str(out),
+            *[f"{n}=={v}" for n, (v, _) in sorted(wanted.items())],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"pip download failed:\n{done.stderr[-2000:]}")
     (out / "carried.txt").write_text("\n".join(f"{n}=={v}" for n, (v, _) in sorted(wanted.items())) + "\n")
@@ -111,8 +182,12 @@ def _install(bundle_dir: Path, site: Path) -> float:
     wheels = sorted(str(p) for p in bundle_dir.glob("*.whl"))
     if not wheels:
         raise FileNotFoundError(f"no wheels in {bundle_dir}: run make device-bundle first")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                           "--target", str(site), *wheels], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target", str(site), *wheels],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"installing the bundle failed:\n{done.stderr[-2000:]}")
     return time.perf_counter() - t0
@@ -121,8 +196,15 @@ def _install(bundle_dir: Path, site: Path) -> float:
 def _run(argv: Sequence[str], env: dict, timeout: float, cwd: Path) -> tuple[int | None, str, float]:
     """(exit status or None on timeout, stdout + stderr, seconds); a hung command's group is killed."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=max(timeout, 1))
         return proc.returncode, out, time.perf_counter() - t0
@@ -145,8 +227,12 @@ def summarize_bench(records: list[dict], other: list[dict]) -> dict:
     jax_r, torch_r = (records or [None])[0], (other or [None])[0]
     out: dict = {}
     if jax_r:
-        out.update(jax_tflops=jax_r["flops_per_s"] / 1e12, jax_percent_of_peak=jax_r["percent_of_peak"],
-                   device=jax_r["device"], peak_basis=jax_r["peak_basis"])
+        out.update(
+            jax_tflops=jax_r["flops_per_s"] / 1e12,
+            jax_percent_of_peak=jax_r["percent_of_peak"],
+            device=jax_r["device"],
+            peak_basis=jax_r["peak_basis"],
+        )
     if torch_r:
         out["torch_tflops"] = torch_r["flops_per_s"] / 1e12
     if jax_r and torch_r:
@@ -155,8 +241,9 @@ def summarize_bench(records: list[dict], other: list[dict]) -> dict:
     return out
 
 
-def check(bundle_dir: Path, out: Path, profile: str = "full", budget: float = BUDGET_S,
-          lessons: Sequence[str] | None = None) -> dict:
+def check(
+    bundle_dir: Path, out: Path, profile: str = "full", budget: float = BUDGET_S, lessons: Sequence[str] | None = None
+) -> dict:
     """Run the lessons and the benchmarks with the carried wheels; write the archive; return the summary."""
     start = time.perf_counter()
     root = catalog.find_root()
@@ -164,11 +251,25 @@ def check(bundle_dir: Path, out: Path, profile: str = "full", budget: float = BU
     work = Path(tempfile.mkdtemp(prefix="tpututor-device-"))
     site = work / "site"
     install_s = _install(bundle_dir, site)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(root)]), "MPLBACKEND": "Agg",
-           "TPUTUTOR_PROFILE": profile, "PYTHONUNBUFFERED": "1"}
-    _, probe, _ = _run([sys.executable, "-c", "import json, jax, platform; d = jax.devices()[0]; print(json.dumps("
-                        "{'jax': jax.__version__, 'platform': d.platform, 'device_kind': d.device_kind, "
-                        "'count': jax.device_count(), 'python': platform.python_version()}))"], env, 300, root)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(root)]),
+        "MPLBACKEND": "Agg",
+        "TPUTUTOR_PROFILE": profile,
+        "PYTHONUNBUFFERED": "1",
+    }
+    _, probe, _ = _run(
+        [
+            sys.executable,
+            "-c",
+            "import json, jax, platform; d = jax.devices()[0]; print(json.dumps("
+            "{'jax': jax.__version__, 'platform': d.platform, 'device_kind': d.device_kind, "
+            "'count': jax.device_count(), 'python': platform.python_version()}))",
+        ],
+        env,
+        300,
+        root,
+    )
     machine = json.loads([ln for ln in probe.splitlines() if ln.startswith("{")][-1]) if "{" in probe else {}
     executed = work / "executed"
     results = []
@@ -178,17 +279,36 @@ def check(bundle_dir: Path, out: Path, profile: str = "full", budget: float = BU
         if left < 20:
             results.append({"lesson": lesson.stem, "status": "not run", "seconds": 0, "error": "out of time budget"})
             continue
-        code, text, seconds = _run([sys.executable, "-c", _EXECUTE, str(lesson.notebook), str(executed), profile,
-                                    machine.get("device_kind", "?")], env, min(LESSON_TIMEOUT[profile], left), root)
+        code, text, seconds = _run(
+            [
+                sys.executable,
+                "-c",
+                _EXECUTE,
+                str(lesson.notebook),
+                str(executed),
+                profile,
+                machine.get("device_kind", "?"),
+            ],
+            env,
+            min(LESSON_TIMEOUT[profile], left),
+            root,
+        )
         line = next((ln for ln in text.splitlines() if ln.startswith("RESULT ")), None)
         if code is None:
-            results.append({"lesson": lesson.stem, "status": "timeout", "seconds": round(seconds, 1),
-                            "error": f"no result within {min(LESSON_TIMEOUT[profile], left):.0f} s"})
+            results.append(
+                {
+                    "lesson": lesson.stem,
+                    "status": "timeout",
+                    "seconds": round(seconds, 1),
+                    "error": f"no result within {min(LESSON_TIMEOUT[profile], left):.0f} s",
+                }
+            )
         elif line is None:
-            results.append({"lesson": lesson.stem, "status": "failed", "seconds": round(seconds, 1),
-                            "error": text.strip()[-500:]})
+            results.append(
+                {"lesson": lesson.stem, "status": "failed", "seconds": round(seconds, 1), "error": text.strip()[-500:]}
+            )
         else:
-            results.append({"lesson": lesson.stem, **json.loads(line[len("RESULT "):])})
+            results.append({"lesson": lesson.stem, **json.loads(line[len("RESULT ") :])})
         print(f"  {lesson.stem}: {results[-1]['status']} in {results[-1]['seconds']:.1f} s", flush=True)
 
     bench_dir = work / "benchmarks"
@@ -196,12 +316,30 @@ def check(bundle_dir: Path, out: Path, profile: str = "full", budget: float = BU
     size = 8192 if profile == "full" else 512
     matmuls = {}
     for framework in ("jax", "torch"):
-        code, text, _ = _run([sys.executable, "-m", "tpututor", "bench", "matmul", "--sizes", str(size),
-                              "--dtype", "bfloat16", "--framework", framework, "--repeats", "10", "--json"],
-                             env, 180, root)
+        code, text, _ = _run(
+            [
+                sys.executable,
+                "-m",
+                "tpututor",
+                "bench",
+                "matmul",
+                "--sizes",
+                str(size),
+                "--dtype",
+                "bfloat16",
+                "--framework",
+                framework,
+                "--repeats",
+                "10",
+                "--json",
+            ],
+            env,
+            180,
+            root,
+        )
         (bench_dir / f"matmul_{framework}.txt").write_text(text)
         try:
-            matmuls[framework] = json.loads(text[text.index("["):]) if code == 0 else []
+            matmuls[framework] = json.loads(text[text.index("[") :]) if code == 0 else []
         except ValueError:
             matmuls[framework] = []
     scripts = {}
@@ -218,9 +356,13 @@ def check(bundle_dir: Path, out: Path, profile: str = "full", budget: float = BU
         scripts[script] = (last[-1] if last else "") if code is not None else f"timeout after {seconds:.0f} s"
 
     summary = {
-        "date": time.strftime("%Y-%m-%d"), "profile": profile, "machine": machine,
-        "install_seconds": round(install_s, 1), "seconds": round(time.perf_counter() - start, 1),
-        "lessons": results, "matmul_bf16": {"size": size, **summarize_bench(matmuls["jax"], matmuls["torch"])},
+        "date": time.strftime("%Y-%m-%d"),
+        "profile": profile,
+        "machine": machine,
+        "install_seconds": round(install_s, 1),
+        "seconds": round(time.perf_counter() - start, 1),
+        "lessons": results,
+        "matmul_bf16": {"size": size, **summarize_bench(matmuls["jax"], matmuls["torch"])},
         "benchmarks": scripts,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -231,8 +373,10 @@ def check(bundle_dir: Path, out: Path, profile: str = "full", budget: float = BU
             tar.add(executed, arcname="executed")
         tar.add(bench_dir, arcname="benchmarks")
     shutil.rmtree(work, ignore_errors=True)
-    print(f"device check: {sum(r['status'] == 'ok' for r in results)}/{len(results)} lessons ok in "
-          f"{summary['seconds']:.0f} s; {archive}")
+    print(
+        f"device check: {sum(r['status'] == 'ok' for r in results)}/{len(results)} lessons ok in "
+        f"{summary['seconds']:.0f} s; {archive}"
+    )
     return summary
 
 

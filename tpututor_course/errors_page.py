@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tpututor.errors import LANGS, render_page
+
 from . import catalog
 
 __all__ = ["main", "page_path"]
@@ -29,8 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tpututor_course errors_page", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale; write nothing")
     parser.add_argument("--lang", choices=LANGS, default=None, help="only this language's page (default: all)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="the page (default: docs/errors.md, docs/errors.<lang>.md in this clone)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="the page (default: docs/errors.md, docs/errors.<lang>.md in this clone)"
+    )
     args = parser.parse_args(argv)
     if args.out:
         targets = {args.lang or "en": args.out}

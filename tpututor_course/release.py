@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tpututor import __version__
+
 from . import catalog, stamp
 
 __all__ = ["problems", "main"]
@@ -28,12 +29,16 @@ def problems(root: Path | None = None) -> list[str]:
     everyone = catalog.by_topic(found)
     out = []
     if s.version != __version__:
-        out.append(f"pyproject.toml says version {s.version} but tpututor.__version__ is {__version__}: make them equal")
+        out.append(
+            f"pyproject.toml says version {s.version} but tpututor.__version__ is {__version__}: make them equal"
+        )
     for lesson in found:
         text = lesson.path.read_text()
         if stamp.stamp_text(text, lesson, everyone, s) != text:
-            out.append(f"{lesson.path.name}: its heading, badges, card or setup cell are not stamped for "
-                       f"{s.repository}@{s.tag}: run make badges")
+            out.append(
+                f"{lesson.path.name}: its heading, badges, card or setup cell are not stamped for "
+                f"{s.repository}@{s.tag}: run make badges"
+            )
         elif s.requirement not in text:
             out.append(f"{lesson.path.name}: its setup cell does not install {s.requirement}: run make badges")
     if stamp.lesson_table(found, s) not in (root / "README.md").read_text():

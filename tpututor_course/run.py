@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .runner import format_table, run_all
 
@@ -21,16 +21,26 @@ PROG = "python -m tpututor_course run"
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Execute lessons headless with papermill into a build folder.")
     p.add_argument("notebooks", nargs="*", help="notebooks to run (default: every lesson)")
-    p.add_argument("--profile", choices=["full", "ci"], default=None,
-                   help="problem sizes (default: $TPUTUTOR_PROFILE, else full)")
+    p.add_argument(
+        "--profile", choices=["full", "ci"], default=None, help="problem sizes (default: $TPUTUTOR_PROFILE, else full)"
+    )
     p.add_argument("--out", default="build", help="folder for executed notebooks (default build)")
     p.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
-    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                   help="lessons at a time, each in its own process (default 1; timings then include the "
-                        "others' load)")
-    p.add_argument("--allow-skip", default=None, metavar="LESSONS",
-                   help="with it, a skipped lesson fails the run unless named here (comma-separated), e.g. "
-                        "05_tf_tpustrategy where a runtime has no TensorFlow by design")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="lessons at a time, each in its own process (default 1; timings then include the others' load)",
+    )
+    p.add_argument(
+        "--allow-skip",
+        default=None,
+        metavar="LESSONS",
+        help="with it, a skipped lesson fails the run unless named here (comma-separated), e.g. "
+        "05_tf_tpustrategy where a runtime has no TensorFlow by design",
+    )
     return p
 
 

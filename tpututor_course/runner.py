@@ -18,16 +18,28 @@ import json
 import os
 import time
 import traceback
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from tpututor.check import STRICT_ENV
-from tpututor.config import ENV_VAR, profile as resolve_profile
+from tpututor.config import ENV_VAR
+from tpututor.config import profile as resolve_profile
+
 from . import catalog
 
-__all__ = ["discover", "execute", "with_answers", "run_all", "write_timings", "format_table", "LessonResult", "REHEARSAL_TAG",
-           "missing_imports"]
+__all__ = [
+    "discover",
+    "execute",
+    "with_answers",
+    "run_all",
+    "write_timings",
+    "format_table",
+    "LessonResult",
+    "REHEARSAL_TAG",
+    "missing_imports",
+]
 
 CELL_TIMEOUT = {"ci": 300, "full": 1800}
 REHEARSAL_TAG = "tpututor-rehearsal"
@@ -92,6 +104,7 @@ def with_answers(nb, lesson: str):
     """``nb`` (changed in place, and returned) with the worked answers of ``tpututor.exercises`` in its
     answer cells, where the lesson keeps them there (a lesson that still shows them is left as it is)."""
     from tpututor import exercises as store
+
     from .student import exercises
 
     known = store.for_lesson(lesson)
@@ -109,6 +122,7 @@ def _prepared(notebook: Path, folder: Path, rehearse: bool) -> Path:
     import nbformat
 
     from tpututor import exercises as store
+
     from .student import exercises
 
     nb = with_answers(nbformat.read(notebook, as_version=4), notebook.stem)
@@ -116,13 +130,20 @@ def _prepared(notebook: Path, folder: Path, rehearse: bool) -> Path:
     pairs = []
     for solution, check_cell in exercises(nb):
         entry = known.get(store.id_in(check_cell.source) or "")
-        pairs.append({"solution": solution.source, "check": check_cell.source,
-                      "wrong": [{"why": w.why, "code": w.code} for w in (entry.wrong if entry else ())]})
+        pairs.append(
+            {
+                "solution": solution.source,
+                "check": check_cell.source,
+                "wrong": [{"why": w.why, "code": w.code} for w in (entry.wrong if entry else ())],
+            }
+        )
     if rehearse:
         # The kernel runs in the output folder; the tooling is importable from the clone it lives in.
-        source = (f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
-                  "from tpututor_course import student as _student\n"
-                  f"_student.rehearse(get_ipython(), {json.dumps(pairs)!r})")
+        source = (
+            f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+            "from tpututor_course import student as _student\n"
+            f"_student.rehearse(get_ipython(), {json.dumps(pairs)!r})"
+        )
         nb.cells.append(nbformat.v4.new_code_cell(source, metadata={"tags": [REHEARSAL_TAG]}))
     path = folder / notebook.name
     nbformat.write(nb, path)
@@ -156,16 +177,19 @@ def execute(
     output = out_dir / notebook.name
     missing = missing_imports(notebook)
     if missing:
-        return LessonResult(notebook.stem, "skipped", 0.0, device, None, None,
-                            f"needs {', '.join(missing)}")
+        return LessonResult(notebook.stem, "skipped", 0.0, device, None, None, f"needs {', '.join(missing)}")
     start = time.perf_counter()
     status, error = "ok", None
     with tempfile.TemporaryDirectory() as tmp, _env(**{ENV_VAR: profile, STRICT_ENV: "1"}):
         source = _prepared(notebook, Path(tmp), rehearse)
         try:
             papermill.execute_notebook(
-                str(source), str(output), kernel_name=kernel, cwd=str(notebook.parent),
-                progress_bar=False, log_output=False,
+                str(source),
+                str(output),
+                kernel_name=kernel,
+                cwd=str(notebook.parent),
+                progress_bar=False,
+                log_output=False,
                 execution_timeout=cell_timeout or CELL_TIMEOUT[profile],
             )
         except Exception as exc:  # a failing lesson is a result, not a crash of the runner
@@ -225,8 +249,10 @@ def run_all(
     print(f"tpututor: running {len(paths)} lesson(s), profile {chosen}{at_a_time}, on {device}", flush=True)
 
     def report(r: LessonResult) -> None:
-        print(f"  {r.lesson}: {r.status}" + (f" ({r.error})" if r.status == "skipped" else f" in {r.seconds:.1f} s"),
-              flush=True)
+        print(
+            f"  {r.lesson}: {r.status}" + (f" ({r.error})" if r.status == "skipped" else f" in {r.seconds:.1f} s"),
+            flush=True,
+        )
 
     by_path: dict[Path, LessonResult] = {}
     if jobs == 1 or len(paths) == 1:
@@ -251,8 +277,8 @@ def start(paths: Sequence[Path], out_dir: str | os.PathLike, jobs: int, *, profi
 
     Returns (the pool, {path: future of its LessonResult}); the caller shuts the pool down.
     """
-    from concurrent.futures import ProcessPoolExecutor
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
     longest_first = sorted(paths, key=lambda p: -recorded_seconds(Path(p).stem, profile))
@@ -274,9 +300,15 @@ def write_timings(results: Sequence[LessonResult], path: Path, profile: str, dev
     import datetime
     import platform
 
-    doc = {"profile": profile, "machine": device, "date": datetime.date.today().isoformat(),
-           "python": platform.python_version(),
-           "lessons": {r.lesson: {"status": r.status, "seconds": r.seconds, **({"error": r.error} if r.error else {})}
-                       for r in results}}
+    doc = {
+        "profile": profile,
+        "machine": device,
+        "date": datetime.date.today().isoformat(),
+        "python": platform.python_version(),
+        "lessons": {
+            r.lesson: {"status": r.status, "seconds": r.seconds, **({"error": r.error} if r.error else {})}
+            for r in results
+        },
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")

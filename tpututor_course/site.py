@@ -25,8 +25,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import catalog, stamp
 
@@ -34,19 +34,35 @@ __all__ = ["LANGUAGES", "build", "guide_page", "learner_modules", "main"]
 
 LANGUAGES = {"en": "English", "ko": "한국어"}
 # The launch badges, drawn here, so that a page makes no request to another site (the links still go there).
-_BADGES = {"https://colab.research.google.com/assets/colab-badge.svg": "colab.svg",
-           "https://kaggle.com/static/images/open-in-kaggle.svg": "kaggle.svg",
-           "https://mybinder.org/badge_logo.svg": "binder.svg"}
+_BADGES = {
+    "https://colab.research.google.com/assets/colab-badge.svg": "colab.svg",
+    "https://kaggle.com/static/images/open-in-kaggle.svg": "kaggle.svg",
+    "https://mybinder.org/badge_logo.svg": "binder.svg",
+}
 _STATIC = Path(__file__).resolve().parent / "site_static"
 _LABELS = {
-    "en": {"lessons": "Lessons", "guides": "Guides", "api": "The tpututor package", "map": "The lessons",
-           "produced": "Outputs on this page were produced by `make run` on {machine}, profile `{profile}`, {date}.",
-           "failed": "This lesson FAILED when the site was built ({error}); the outputs below stop where it failed.",
-           "edit": "Edit this page", "source": "Source", "other": "This course in"},
-    "ko": {"lessons": "레슨", "guides": "안내서", "api": "tpututor 패키지", "map": "레슨 목록",
-           "produced": "이 페이지의 출력은 {machine}에서 `make run`(프로필 `{profile}`, {date})으로 만든 것입니다.",
-           "failed": "사이트를 만들 때 이 레슨이 실패했습니다({error}). 아래 출력은 실패한 곳에서 끝납니다.",
-           "edit": "이 페이지 고치기", "source": "원본", "other": "다른 언어"},
+    "en": {
+        "lessons": "Lessons",
+        "guides": "Guides",
+        "api": "The tpututor package",
+        "map": "The lessons",
+        "produced": "Outputs on this page were produced by `make run` on {machine}, profile `{profile}`, {date}.",
+        "failed": "This lesson FAILED when the site was built ({error}); the outputs below stop where it failed.",
+        "edit": "Edit this page",
+        "source": "Source",
+        "other": "This course in",
+    },
+    "ko": {
+        "lessons": "레슨",
+        "guides": "안내서",
+        "api": "tpututor 패키지",
+        "map": "레슨 목록",
+        "produced": "이 페이지의 출력은 {machine}에서 `make run`(프로필 `{profile}`, {date})으로 만든 것입니다.",
+        "failed": "사이트를 만들 때 이 레슨이 실패했습니다({error}). 아래 출력은 실패한 곳에서 끝납니다.",
+        "edit": "이 페이지 고치기",
+        "source": "원본",
+        "other": "다른 언어",
+    },
 }
 
 
@@ -56,8 +72,11 @@ def learner_modules() -> list[str]:
 
     import tpututor
 
-    return sorted(m.name for m in pkgutil.iter_modules(tpututor.__path__) if not m.name.startswith("_")
-                  and m.name not in ("course",))
+    return sorted(
+        m.name
+        for m in pkgutil.iter_modules(tpututor.__path__)
+        if not m.name.startswith("_") and m.name not in ("course",)
+    )
 
 
 def guide_page(root: Path, name: str, lang: str) -> Path | None:
@@ -70,7 +89,9 @@ def guide_page(root: Path, name: str, lang: str) -> Path | None:
 def _landing(lessons: Sequence[catalog.Lesson], lang: str, s: stamp.Settings, guides: Sequence[str]) -> str:
     lab = _LABELS[lang]
     rows = ["| lesson | time | needs |", "|---|---|---|"]
-    rows += [f"| [{lesson.heading}](lessons/{lesson.stem}) | {lesson.minutes} min | {lesson.note} |" for lesson in lessons]
+    rows += [
+        f"| [{lesson.heading}](lessons/{lesson.stem}) | {lesson.minutes} min | {lesson.note} |" for lesson in lessons
+    ]
     intro = {
         "en": textwrap.dedent(f"""\
             # tpututor: programming TPUs through XLA
@@ -114,10 +135,23 @@ def _landing(lessons: Sequence[catalog.Lesson], lang: str, s: stamp.Settings, gu
             """),
     }[lang]
     toc = ["```{toctree}", ":maxdepth: 1", f":caption: {lab['lessons']}", ""]
-    toc += [f"lessons/{lesson.stem}" for lesson in lessons] + ["```", "", "```{toctree}", ":maxdepth: 1",
-                                                             f":caption: {lab['guides']}", "", *guides, "```", "",
-                                                             "```{toctree}", ":maxdepth: 1", f":caption: {lab['api']}",
-                                                             "", "api/index", "```"]
+    toc += [f"lessons/{lesson.stem}" for lesson in lessons] + [
+        "```",
+        "",
+        "```{toctree}",
+        ":maxdepth: 1",
+        f":caption: {lab['guides']}",
+        "",
+        *guides,
+        "```",
+        "",
+        "```{toctree}",
+        ":maxdepth: 1",
+        f":caption: {lab['api']}",
+        "",
+        "api/index",
+        "```",
+    ]
     return intro + f"\n## {lab['map']}\n\n" + "\n".join(rows) + "\n\n" + "\n".join(toc) + "\n"
 
 
@@ -127,14 +161,16 @@ def _api_pages(folder: Path, lang: str) -> None:
     title = _LABELS[lang]["api"]
     (folder / "index.md").write_text(f"# {title}\n\n```{{toctree}}\n:maxdepth: 1\n\n" + "\n".join(names) + "\n```\n")
     for name in names:
-        (folder / f"{name}.md").write_text(f"# tpututor.{name}\n\n```{{eval-rst}}\n.. automodule:: tpututor.{name}\n"
-                                           "   :members:\n   :undoc-members: False\n```\n")
+        (folder / f"{name}.md").write_text(
+            f"# tpututor.{name}\n\n```{{eval-rst}}\n.. automodule:: tpututor.{name}\n"
+            "   :members:\n   :undoc-members: False\n```\n"
+        )
 
 
-def _lesson_page(nb, lesson: catalog.Lesson, record: dict, timings: dict, s: stamp.Settings,
-                 lang: str, folder: str) -> tuple[object, str | None]:
+def _lesson_page(
+    nb, lesson: catalog.Lesson, record: dict, timings: dict, s: stamp.Settings, lang: str, folder: str
+) -> tuple[object, str | None]:
     """The executed notebook with the rehearsal cell dropped and a banner under the first cell."""
-    import nbformat
 
     nb.cells = [c for c in nb.cells if "tpututor-rehearsal" not in c.get("metadata", {}).get("tags", [])]
     lab = _LABELS[lang]
@@ -142,9 +178,12 @@ def _lesson_page(nb, lesson: catalog.Lesson, record: dict, timings: dict, s: sta
     # A translation is edited in its catalogue (notebooks/<lang>/ is generated from it), English in the lesson.
     edited = f"{folder}/{lesson.path.name}" if lang == "en" else f"i18n/{lang}/{lesson.stem}.po"
     edit = f"https://github.com/{s.repository}/edit/{s.branch}/{edited}"
-    lines = [lab["produced"].format(machine=timings.get("machine", "?"), profile=timings.get("profile", "?"),
-                                    date=timings.get("date", "?")),
-             f"[{lab['edit']}]({edit}) · [{lab['source']}]({blob})"]
+    lines = [
+        lab["produced"].format(
+            machine=timings.get("machine", "?"), profile=timings.get("profile", "?"), date=timings.get("date", "?")
+        ),
+        f"[{lab['edit']}]({edit}) · [{lab['source']}]({blob})",
+    ]
     failure = None
     if record.get("status") != "ok":
         failure = record.get("error") or record.get("status", "not run")
@@ -166,15 +205,26 @@ def _lesson_page(nb, lesson: catalog.Lesson, record: dict, timings: dict, s: sta
 def _conf(s: stamp.Settings, lang: str, languages: Sequence[str]) -> str:
     # The same banner is on every page, at every depth: lang.js points each link at the other language's
     # landing page from this page's place (Sphinx's data-content_root); the href is right for the top level.
-    others = " · ".join(f'<a class="tpututor-lang" data-lang="{code}" href="../{code}/index.html">{LANGUAGES[code]}</a>'
-                        for code in languages if code != lang)
+    others = " · ".join(
+        f'<a class="tpututor-lang" data-lang="{code}" href="../{code}/index.html">{LANGUAGES[code]}</a>'
+        for code in languages
+        if code != lang
+    )
     announcement = f"{_LABELS[lang]['other']}: {others}" if others else ""
     options = {
-        "repository_url": f"https://github.com/{s.repository}", "repository_branch": s.branch,
-        "path_to_docs": "notebooks", "use_repository_button": True, "use_source_button": False,
-        "use_edit_page_button": False, "use_download_button": True, "announcement": announcement,
-        "launch_buttons": {"colab_url": "https://colab.research.google.com",
-                           "binderhub_url": "https://mybinder.org", "notebook_interface": "jupyterlab"},
+        "repository_url": f"https://github.com/{s.repository}",
+        "repository_branch": s.branch,
+        "path_to_docs": "notebooks",
+        "use_repository_button": True,
+        "use_source_button": False,
+        "use_edit_page_button": False,
+        "use_download_button": True,
+        "announcement": announcement,
+        "launch_buttons": {
+            "colab_url": "https://colab.research.google.com",
+            "binderhub_url": "https://mybinder.org",
+            "notebook_interface": "jupyterlab",
+        },
         "show_toc_level": 2,
     }
     return textwrap.dedent(f"""\
@@ -215,8 +265,14 @@ def _with_prose_of(executed, translated):
     return executed
 
 
-def build(executed_dir: Path, out: Path, lang: str = "en", languages: Sequence[str] = ("en",),
-          root: Path | None = None, strict: bool = True) -> list[str]:
+def build(
+    executed_dir: Path,
+    out: Path,
+    lang: str = "en",
+    languages: Sequence[str] = ("en",),
+    root: Path | None = None,
+    strict: bool = True,
+) -> list[str]:
     """Build ``out/<lang>/`` from the executed notebooks in ``executed_dir``; returns the lessons that
     failed (the caller exits non-zero when there are any). Raises when Sphinx fails."""
     root = root or catalog.find_root()
@@ -224,8 +280,10 @@ def build(executed_dir: Path, out: Path, lang: str = "en", languages: Sequence[s
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGUAGES)}")
     timings_file = executed_dir / "timings.json"
     if not timings_file.exists():
-        raise FileNotFoundError(f"no {timings_file}: run `make run` (or `python -m tpututor run --out {executed_dir}`) "
-                                "first; the site is built from executed notebooks")
+        raise FileNotFoundError(
+            f"no {timings_file}: run `make run` (or `python -m tpututor run --out {executed_dir}`) "
+            "first; the site is built from executed notebooks"
+        )
     timings = json.loads(timings_file.read_text())
     folder = "notebooks" if lang == "en" else f"notebooks/{lang}"
     lessons = catalog.lessons(root / folder)
@@ -272,13 +330,21 @@ def build(executed_dir: Path, out: Path, lang: str = "en", languages: Sequence[s
     args = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", "1", str(src), str(target)]
     if strict:
         args.insert(3, "-W")
-    done = subprocess.run(args, capture_output=True, text=True, cwd=root, timeout=1800,
-                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    done = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=1800,
+        env={**__import__("os").environ, "PYTHONPATH": str(root)},
+    )
     if done.returncode != 0:
         raise RuntimeError(f"sphinx-build failed:\n{(done.stdout + done.stderr)[-4000:]}")
-    (out / "index.html").write_text(f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" '
-                                    f'content="0; url={languages[0]}/index.html"><title>tpututor</title>'
-                                    f'<a href="{languages[0]}/index.html">tpututor</a>\n')
+    (out / "index.html").write_text(
+        f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" '
+        f'content="0; url={languages[0]}/index.html"><title>tpututor</title>'
+        f'<a href="{languages[0]}/index.html">tpututor</a>\n'
+    )
     return failed
 
 

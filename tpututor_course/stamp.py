@@ -17,17 +17,17 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 from urllib.parse import quote
 
 from tpututor.launch import SETUP_CELL
+
 from . import catalog
 from .catalog import Lesson
 
-__all__ = ["Settings", "settings", "badges", "card", "stamp_text", "lesson_table", "lessons_json", "stamp",
-           "main"]
+__all__ = ["Settings", "settings", "badges", "card", "stamp_text", "lesson_table", "lessons_json", "stamp", "main"]
 
 # Colab opens a lesson on a TPU runtime (free tier: TPU v5e-1) unless its front matter says
 # colab: cpu; Jupytext keeps these keys in both files of a pair (see jupytext.toml).
@@ -63,7 +63,7 @@ def settings(pyproject: str | Path | None = None) -> Settings:
         tool = doc["tool"]["tpututor"]
         repository = tool["repository"]
     except KeyError:
-        raise KeyError(f"{path} has no [tool.tpututor] repository = \"owner/name\"") from None
+        raise KeyError(f'{path} has no [tool.tpututor] repository = "owner/name"') from None
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository):
         raise ValueError(f"[tool.tpututor] repository must look like 'owner/name', got {repository!r}")
     return Settings(repository, tool.get("branch", "main"), doc["project"]["version"])
@@ -73,19 +73,20 @@ def badges(notebook: str, s: Settings, folder: str = "notebooks") -> str:
     """The badge block for ``<folder>/<notebook>.ipynb`` (three Markdown lines)."""
     path = f"{folder}/{notebook}.ipynb"
     blob = f"https://github.com/{s.repository}/blob/{s.branch}/{path}"
-    return "\n".join([
-        f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
-        f"(https://colab.research.google.com/github/{s.repository}/blob/{s.branch}/{path})",
-        f"[![Open in Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
-        f"(https://kaggle.com/kernels/welcome?src={blob})",
-        f"[![Launch Binder](https://mybinder.org/badge_logo.svg)]"
-        f"(https://mybinder.org/v2/gh/{s.repository}/{s.branch}?labpath={quote(path, safe='')})",
-    ])
+    return "\n".join(
+        [
+            f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+            f"(https://colab.research.google.com/github/{s.repository}/blob/{s.branch}/{path})",
+            f"[![Open in Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
+            f"(https://kaggle.com/kernels/welcome?src={blob})",
+            f"[![Launch Binder](https://mybinder.org/badge_logo.svg)]"
+            f"(https://mybinder.org/v2/gh/{s.repository}/{s.branch}?labpath={quote(path, safe='')})",
+        ]
+    )
 
 
 def _wrap(text: str, indent: str = "") -> str:
-    return textwrap.fill(text, width=100, subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False)
+    return textwrap.fill(text, width=100, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
 
 
 def _names(numbers: Sequence[str]) -> str:
@@ -94,10 +95,13 @@ def _names(numbers: Sequence[str]) -> str:
 
 def card(lesson: Lesson, everyone: dict[str, Lesson]) -> str:
     """The lesson card: objectives, then one paragraph of time, needs and prerequisites."""
-    items = [f"- {_wrap(goal + (';' if i < len(lesson.objectives) - 1 else '.'), '  ')}"
-             for i, goal in enumerate(g.rstrip(";.") for g in lesson.objectives)]
-    line = (f"**Time:** about {lesson.minutes} minutes to read and do the exercises. "
-            f"**Needs:** {lesson.note.rstrip('.')}.")
+    items = [
+        f"- {_wrap(goal + (';' if i < len(lesson.objectives) - 1 else '.'), '  ')}"
+        for i, goal in enumerate(g.rstrip(";.") for g in lesson.objectives)
+    ]
+    line = (
+        f"**Time:** about {lesson.minutes} minutes to read and do the exercises. **Needs:** {lesson.note.rstrip('.')}."
+    )
     if lesson.prerequisites:
         refs = [f"{everyone[t].number} ({everyone[t].title})" for t in lesson.prerequisites]
         line += f" **Before this:** lesson{'s' if len(refs) > 1 else ''} {_names(refs)}."
@@ -127,8 +131,10 @@ def stamp_text(text: str, lesson: Lesson, everyone: dict[str, Lesson], s: Settin
         text = re.sub(r"(^# .*\n)", lambda m: m.group(1) + "\n" + block, text, count=1, flags=re.M)
     text, n = _CARD.subn(lambda m: card(lesson, everyone), text, count=1)
     if n != 1:
-        raise ValueError(f"{stem}: no lesson card ('**You will learn to**' list, then a '**Time:**' "
-                         "paragraph) in the first cell to stamp")
+        raise ValueError(
+            f"{stem}: no lesson card ('**You will learn to**' list, then a '**Time:**' "
+            "paragraph) in the first cell to stamp"
+        )
     cell = SETUP_CELL.format(requirement=s.requirement, lesson=stem)
     text, n = _SETUP.subn(lambda m: f"```{{code-cell}} ipython3\n:tags: [setup]\n\n{cell}\n```", text, count=1)
     if n != 1:
@@ -163,8 +169,9 @@ def lesson_table(found: Sequence[Lesson], s: Settings, link_prefix: str = "noteb
     rows = ["| Lesson | Open | Time | Needs |", "|---|---|---|---|"]
     for lesson in found:
         links = " ".join(badges(lesson.stem, s).splitlines())
-        rows.append(f"| [{lesson.heading}]({link_prefix}{lesson.path.name}) | {links} | "
-                    f"{lesson.minutes} min | {lesson.note} |")
+        rows.append(
+            f"| [{lesson.heading}]({link_prefix}{lesson.path.name}) | {links} | {lesson.minutes} min | {lesson.note} |"
+        )
     return "\n".join(rows)
 
 
@@ -176,8 +183,12 @@ def lessons_json(found: Sequence[Lesson]) -> str:
 def _replace_table(text: str, table: str, where: str) -> str:
     if "<!-- lessons:start -->" not in text:
         raise ValueError(f"{where} has no <!-- lessons:start --> ... <!-- lessons:end --> block")
-    return re.sub(r"(<!-- lessons:start -->\n)(?:.*?\n)?(<!-- lessons:end -->)",
-                  lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S)
+    return re.sub(
+        r"(<!-- lessons:start -->\n)(?:.*?\n)?(<!-- lessons:end -->)",
+        lambda m: m.group(1) + table + "\n" + m.group(2),
+        text,
+        flags=re.S,
+    )
 
 
 def _readable(folder: Path) -> list[Lesson]:

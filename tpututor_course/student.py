@@ -20,29 +20,46 @@ import io
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-__all__ = ["stub_source", "student_notebook", "build", "exercises", "bound_names", "rehearse", "REHEARSAL_MARK",
-           "STUB_HEADER", "ANSWERS_NOTE", "STUDENT_NOTE", "HIDDEN_NOTE"]
+__all__ = [
+    "stub_source",
+    "student_notebook",
+    "build",
+    "exercises",
+    "bound_names",
+    "rehearse",
+    "REHEARSAL_MARK",
+    "STUB_HEADER",
+    "ANSWERS_NOTE",
+    "STUDENT_NOTE",
+    "HIDDEN_NOTE",
+]
 
 STUB_HEADER = "# Your answer: replace each ... (the check below reports NOT ATTEMPTED until you do)."
 # The sentence every lesson's Exercises section starts with, and what the student build says instead.
 ANSWERS_NOTE = "The answer cells hold worked answers: cover them, write your own, run the check."
 STUDENT_NOTE = "Write your answer in each answer cell, replacing every `...`, then run the check below it."
 # What a lesson whose worked answers are out of sight (in tpututor.exercises) says instead of ANSWERS_NOTE.
-HIDDEN_NOTE = ("Each answer cell holds a stub: replace its `...` with your answer, then run the check below "
-               "it. Stuck? The stub's first line names `check.hint` (a hint, and another each time you call "
-               "it) and `check.solution` (a worked answer).")
+HIDDEN_NOTE = (
+    "Each answer cell holds a stub: replace its `...` with your answer, then run the check below "
+    "it. Stuck? The stub's first line names `check.hint` (a hint, and another each time you call "
+    "it) and `check.solution` (a worked answer)."
+)
 
 
 def stub_source(source: str, exercise_id: str | None = None) -> str:
     """A solution cell's code with every answer replaced by ``...``; with ``exercise_id``, the header
     also says how to ask for a hint and for the worked answer (``check.hint``, ``check.solution``)."""
     tree = ast.parse(source)
-    lines = [STUB_HEADER if exercise_id is None else
-             f"# Your answer: replace each ... below. Stuck? check.hint({exercise_id!r}) (again for more), "
-             f"check.solution({exercise_id!r})."]
+    lines = [
+        STUB_HEADER
+        if exercise_id is None
+        else f"# Your answer: replace each ... below. Stuck? check.hint({exercise_id!r}) (again for more), "
+        f"check.solution({exercise_id!r})."
+    ]
     for node in tree.body:
         if isinstance(node, ast.Assign):
             targets = " = ".join(ast.unparse(t) for t in node.targets)
@@ -128,10 +145,14 @@ def rehearse(shell, pairs_json: str) -> list[dict]:
     strict = os.environ.pop(check.STRICT_ENV, None)
     try:
         for pair in json.loads(pairs_json):
-            verdict = {"check": pair["check"].strip().splitlines()[-1][:120],
-                       **run(stub_source(pair["solution"]), pair["check"], pair["solution"])}
-            verdict["wrong"] = [{"why": w["why"], **run(w["code"], pair["check"], pair["solution"] + "\n" + w["code"])}
-                                for w in pair.get("wrong", [])]
+            verdict = {
+                "check": pair["check"].strip().splitlines()[-1][:120],
+                **run(stub_source(pair["solution"]), pair["check"], pair["solution"]),
+            }
+            verdict["wrong"] = [
+                {"why": w["why"], **run(w["code"], pair["check"], pair["solution"] + "\n" + w["code"])}
+                for w in pair.get("wrong", [])
+            ]
             verdicts.append(verdict)
     finally:
         if strict is not None:

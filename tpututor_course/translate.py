@@ -27,18 +27,33 @@ from __future__ import annotations
 import difflib
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from . import catalog, stamp
 
-__all__ = ["LANGUAGES", "STALE_NOTE", "MISSING_NOTE", "Glossary", "catalogue_path", "cells_to_translate",
-           "update", "localised_code", "render", "build", "lesson_table", "readme", "main"]
+__all__ = [
+    "LANGUAGES",
+    "STALE_NOTE",
+    "MISSING_NOTE",
+    "Glossary",
+    "catalogue_path",
+    "cells_to_translate",
+    "update",
+    "localised_code",
+    "render",
+    "build",
+    "lesson_table",
+    "readme",
+    "main",
+]
 
 LANGUAGES = ("ko",)
-STALE_NOTE = {"ko": "> **번역이 원문보다 오래되었습니다.** 아래는 영어 원문입니다; 번역을 고치는 방법은 "
-                    "`docs/translating.md`에 있습니다."}
+STALE_NOTE = {
+    "ko": "> **번역이 원문보다 오래되었습니다.** 아래는 영어 원문입니다; 번역을 고치는 방법은 "
+    "`docs/translating.md`에 있습니다."
+}
 MISSING_NOTE = {"ko": "> **아직 번역되지 않았습니다.** 아래는 영어 원문입니다."}
 _TABLE = {"ko": ("| 레슨 | 열기 | 시간 | 필요한 것 |", "{minutes}분")}
 _BADGE = re.compile(r"^\[!\[.*$", re.M)
@@ -66,8 +81,9 @@ def cells_to_translate(notebook) -> list[tuple[int, str]]:
 
 
 def _front_entries(lesson: catalog.Lesson) -> list[tuple[str, str]]:
-    return ([("front:title", lesson.title), ("front:note", lesson.note)]
-            + [(f"front:objective {i + 1}", goal) for i, goal in enumerate(lesson.objectives)])
+    return [("front:title", lesson.title), ("front:note", lesson.note)] + [
+        (f"front:objective {i + 1}", goal) for i, goal in enumerate(lesson.objectives)
+    ]
 
 
 def _load(path: Path):
@@ -96,23 +112,33 @@ def update(lang: str, stems: Sequence[str] | None = None, root: Path | None = No
         by_id = {(e.msgctxt, e.msgid): e for e in old}
         unused = [e for e in old if e.msgstr]
         new = polib.POFile(wrapwidth=0)
-        new.metadata = old.metadata or {"Project-Id-Version": f"tpututor {lesson.stem}", "Language": lang,
-                                        "Content-Type": "text/plain; charset=UTF-8", "X-Tpututor-Status": "draft"}
+        new.metadata = old.metadata or {
+            "Project-Id-Version": f"tpututor {lesson.stem}",
+            "Language": lang,
+            "Content-Type": "text/plain; charset=UTF-8",
+            "X-Tpututor-Status": "draft",
+        }
         english = nbformat.read(lesson.notebook, as_version=4)
         wanted = [(f"cell {n + 1}", text) for n, (_, text) in enumerate(cells_to_translate(english))]
         wanted += _front_entries(lesson)
         for ctxt, text in wanted:
             same = by_id.get((ctxt, text)) or next((e for e in old if e.msgid == text and e.msgstr), None)
             if same is not None:
-                entry = polib.POEntry(msgctxt=ctxt, msgid=text, msgstr=same.msgstr, flags=list(same.flags),
-                                      previous_msgid=same.previous_msgid)
+                entry = polib.POEntry(
+                    msgctxt=ctxt,
+                    msgid=text,
+                    msgstr=same.msgstr,
+                    flags=list(same.flags),
+                    previous_msgid=same.previous_msgid,
+                )
                 if same in unused:
                     unused.remove(same)
             else:
                 close = max(unused, key=lambda e: difflib.SequenceMatcher(None, e.msgid, text).ratio(), default=None)
                 if close is not None and difflib.SequenceMatcher(None, close.msgid, text).ratio() >= 0.5:
-                    entry = polib.POEntry(msgctxt=ctxt, msgid=text, msgstr=close.msgstr, flags=["fuzzy"],
-                                          previous_msgid=close.msgid)
+                    entry = polib.POEntry(
+                        msgctxt=ctxt, msgid=text, msgstr=close.msgstr, flags=["fuzzy"], previous_msgid=close.msgid
+                    )
                     unused.remove(close)
                 else:
                     entry = polib.POEntry(msgctxt=ctxt, msgid=text, msgstr="")
@@ -144,8 +170,9 @@ def _front(meta: dict, entries: dict) -> dict:
 
     out = {**meta, "title": pick("front:title", meta["title"])}
     out["needs"] = {**meta["needs"], "note": pick("front:note", " ".join(str(meta["needs"]["note"]).split()))}
-    out["objectives"] = [pick(f"front:objective {i + 1}", " ".join(str(g).split()))
-                         for i, g in enumerate(meta["objectives"])]
+    out["objectives"] = [
+        pick(f"front:objective {i + 1}", " ".join(str(g).split())) for i, g in enumerate(meta["objectives"])
+    ]
     return out
 
 
@@ -220,8 +247,10 @@ def lesson_table(lang: str, root: Path | None = None) -> str:
     rows = [head, "|---|---|---|---|"]
     for lesson in catalog.lessons(root / "notebooks" / lang):
         links = " ".join(stamp.badges(lesson.stem, s, folder=f"notebooks/{lang}").splitlines())
-        rows.append(f"| [{lesson.heading}](notebooks/{lang}/{lesson.path.name}) | {links} | "
-                    f"{minutes.format(minutes=lesson.minutes)} | {lesson.note} |")
+        rows.append(
+            f"| [{lesson.heading}](notebooks/{lang}/{lesson.path.name}) | {links} | "
+            f"{minutes.format(minutes=lesson.minutes)} | {lesson.note} |"
+        )
     return "\n".join(rows)
 
 
@@ -233,8 +262,12 @@ def readme(lang: str, root: Path | None = None) -> Path:
     if "<!-- lessons:start -->" not in text:
         raise ValueError(f"{path.name} has no <!-- lessons:start --> ... <!-- lessons:end --> block")
     table = lesson_table(lang, root)
-    new = re.sub(r"(<!-- lessons:start -->\n)(?:.*?\n)?(<!-- lessons:end -->)",
-                 lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S)
+    new = re.sub(
+        r"(<!-- lessons:start -->\n)(?:.*?\n)?(<!-- lessons:end -->)",
+        lambda m: m.group(1) + table + "\n" + m.group(2),
+        text,
+        flags=re.S,
+    )
     if new != text:
         path.write_text(new)
     return path
@@ -247,7 +280,7 @@ class Glossary:
     terms: dict[str, str]
 
     @classmethod
-    def load(cls, root: Path, lang: str) -> "Glossary":
+    def load(cls, root: Path, lang: str) -> Glossary:
         path = root / "i18n" / lang / "glossary.tsv"
         terms = {}
         for line in path.read_text().splitlines():

@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import catalog
 from .catalog import Lesson
@@ -36,10 +36,15 @@ __all__ = ["TEXT", "guide", "main"]
 # placeholder, code span and number.
 TEXT: dict[str, dict] = {
     "en": {
-        "seconds": "{:.0f} s", "minutes": "{:.1f} min",
-        "day": "**Day {day}**", "agenda_head": "| time | what |",
-        "lunch": "lunch (60 min)", "break": "break (15 min)", "slot": "{heading} ({length} min)",
-        "wrap_up": "wrap-up: `check.report()`, questions", "left": "Left for another day: {lessons}.",
+        "seconds": "{:.0f} s",
+        "minutes": "{:.1f} min",
+        "day": "**Day {day}**",
+        "agenda_head": "| time | what |",
+        "lunch": "lunch (60 min)",
+        "break": "break (15 min)",
+        "slot": "{heading} ({length} min)",
+        "wrap_up": "wrap-up: `check.report()`, questions",
+        "left": "Left for another day: {lessons}.",
         "intro": [
             "# Instructor guide",
             "",
@@ -63,34 +68,56 @@ TEXT: dict[str, dict] = {
             "## Agendas",
             "",
         ],
-        "half_day": "Half day (3.5 hours): the first lessons", "full_day": "Full day (8 hours with lunch)",
+        "half_day": "Half day (3.5 hours): the first lessons",
+        "full_day": "Full day (8 hours with lunch)",
         "whole": "The whole course ({days} days of 8 hours)",
         "lessons": ["## Lessons", "", "| lesson | runtime | reading time | runs in (ci) | runs in (full) |"],
-        "row_minutes": "{minutes} min", "runtime": dict(catalog.DEVICES),
-        "card": ["- **Runtime:** {runtime}. The lesson says: {note}.", "- **Prerequisites:** {before}.",
-                 "- **Reading and exercises:** about {minutes} minutes.", "- **Objectives:**"],
+        "row_minutes": "{minutes} min",
+        "runtime": dict(catalog.DEVICES),
+        "card": [
+            "- **Runtime:** {runtime}. The lesson says: {note}.",
+            "- **Prerequisites:** {before}.",
+            "- **Reading and exercises:** about {minutes} minutes.",
+            "- **Objectives:**",
+        ],
         "no_prerequisite": "none",
         "failures": ["## Common failures and their fixes", ""],
         "failures_head": "| situation | what the doctor or the setup cell says | fix |",
         "situations": {},
         "no_fix": "(the message says what to do)",
         "more_failures": [
-            ("a Colab or Kaggle runtime without internet access to GitHub", "`%pip install` of tpututor fails",
-             "upload a wheel of tpututor, or clone the repository into the runtime first"),
-            ("Colab's TPU runtime is not available (quota)", "the setup line says CPU only",
-             "run on the CPU runtime (every lesson works), or use Kaggle's TPU v5e-8"),
-            ("a lesson needs a framework the runtime lacks (TensorFlow on Colab TPU)",
-             "the section prints \"not installed here: skipped\"",
-             "nothing to do for the workshop; install it to follow that section"),
-            ("the pre-flight says NOT READY", "a FAIL line names the check",
-             "each FAIL line has its fix under it (`python -m tpututor doctor --preflight`)"),
+            (
+                "a Colab or Kaggle runtime without internet access to GitHub",
+                "`%pip install` of tpututor fails",
+                "upload a wheel of tpututor, or clone the repository into the runtime first",
+            ),
+            (
+                "Colab's TPU runtime is not available (quota)",
+                "the setup line says CPU only",
+                "run on the CPU runtime (every lesson works), or use Kaggle's TPU v5e-8",
+            ),
+            (
+                "a lesson needs a framework the runtime lacks (TensorFlow on Colab TPU)",
+                'the section prints "not installed here: skipped"',
+                "nothing to do for the workshop; install it to follow that section",
+            ),
+            (
+                "the pre-flight says NOT READY",
+                "a FAIL line names the check",
+                "each FAIL line has its fix under it (`python -m tpututor doctor --preflight`)",
+            ),
         ],
     },
     "ko": {
-        "seconds": "{:.0f}초", "minutes": "{:.1f}분",
-        "day": "**{day}일 차**", "agenda_head": "| 시각 | 내용 |",
-        "lunch": "점심(60분)", "break": "휴식(15분)", "slot": "{heading} ({length}분)",
-        "wrap_up": "마무리: `check.report()`, 질문", "left": "다른 날로 넘기는 레슨: {lessons}.",
+        "seconds": "{:.0f}초",
+        "minutes": "{:.1f}분",
+        "day": "**{day}일 차**",
+        "agenda_head": "| 시각 | 내용 |",
+        "lunch": "점심(60분)",
+        "break": "휴식(15분)",
+        "slot": "{heading} ({length}분)",
+        "wrap_up": "마무리: `check.report()`, 질문",
+        "left": "다른 날로 넘기는 레슨: {lessons}.",
         "intro": [
             "# 강사 가이드",
             "",
@@ -115,18 +142,31 @@ TEXT: dict[str, dict] = {
             "## 일정표",
             "",
         ],
-        "half_day": "반나절(3.5시간): 앞쪽 레슨", "full_day": "하루(점심 포함 8시간)",
+        "half_day": "반나절(3.5시간): 앞쪽 레슨",
+        "full_day": "하루(점심 포함 8시간)",
         "whole": "전체 과정(8시간씩 {days}일)",
         "lessons": ["## 레슨", "", "| 레슨 | 런타임 | 읽는 시간 | 실행 시간(ci) | 실행 시간(full) |"],
         "row_minutes": "{minutes}분",
-        "runtime": {"cpu": "CPU면 충분", "tpu-better": "CPU면 충분, TPU면 더 좋음",
-                    "slice-better": "CPU면 충분, TPU 슬라이스면 더 좋음", "tpu-needed": "TPU 필요",
-                    "slice-needed": "TPU 슬라이스 필요"},
-        "card": ["- **런타임:** {runtime}. 레슨의 안내: {note}.", "- **선수 레슨:** {before}.",
-                 "- **읽기와 연습 문제:** 약 {minutes}분.", "- **목표:**"],
+        "runtime": {
+            "cpu": "CPU면 충분",
+            "tpu-better": "CPU면 충분, TPU면 더 좋음",
+            "slice-better": "CPU면 충분, TPU 슬라이스면 더 좋음",
+            "tpu-needed": "TPU 필요",
+            "slice-needed": "TPU 슬라이스 필요",
+        },
+        "card": [
+            "- **런타임:** {runtime}. 레슨의 안내: {note}.",
+            "- **선수 레슨:** {before}.",
+            "- **읽기와 연습 문제:** 약 {minutes}분.",
+            "- **목표:**",
+        ],
         "no_prerequisite": "없음",
-        "failures": ["## 흔한 실패와 해결책", "",
-                     "doctor와 설정 셀은 메시지를 영어로 출력하므로, 가운데 열은 출력되는 그대로 둡니다.", ""],
+        "failures": [
+            "## 흔한 실패와 해결책",
+            "",
+            "doctor와 설정 셀은 메시지를 영어로 출력하므로, 가운데 열은 출력되는 그대로 둡니다.",
+            "",
+        ],
         "failures_head": "| 상황 | doctor나 설정 셀이 출력하는 메시지 | 해결책 |",
         "situations": {
             "a laptop with no accelerator": "가속기가 없는 랩톱",
@@ -144,15 +184,26 @@ TEXT: dict[str, dict] = {
         },
         "no_fix": "(메시지에 해결 방법이 있습니다)",
         "more_failures": [
-            ("Colab이나 Kaggle 런타임에서 GitHub에 접속할 수 없음", "tpututor의 `%pip install`이 실패함",
-             "tpututor 휠을 업로드하거나, 먼저 저장소를 런타임에 clone하세요"),
-            ("Colab의 TPU 런타임을 쓸 수 없음(할당량)", "설정 줄에 CPU only라고 나옴",
-             "CPU 런타임에서 실행하거나(모든 레슨이 동작합니다), Kaggle의 TPU v5e-8을 쓰세요"),
-            ("레슨에 필요한 프레임워크가 런타임에 없음(Colab TPU의 TensorFlow)",
-             "그 절이 \"not installed here: skipped\"를 출력함",
-             "워크숍에서는 할 일이 없습니다. 그 절을 따라 하려면 설치하세요"),
-            ("사전 점검 결과가 NOT READY", "FAIL 줄이 점검 항목을 알려 줌",
-             "FAIL 줄마다 그 아래에 해결책이 있습니다(`python -m tpututor doctor --preflight`)"),
+            (
+                "Colab이나 Kaggle 런타임에서 GitHub에 접속할 수 없음",
+                "tpututor의 `%pip install`이 실패함",
+                "tpututor 휠을 업로드하거나, 먼저 저장소를 런타임에 clone하세요",
+            ),
+            (
+                "Colab의 TPU 런타임을 쓸 수 없음(할당량)",
+                "설정 줄에 CPU only라고 나옴",
+                "CPU 런타임에서 실행하거나(모든 레슨이 동작합니다), Kaggle의 TPU v5e-8을 쓰세요",
+            ),
+            (
+                "레슨에 필요한 프레임워크가 런타임에 없음(Colab TPU의 TensorFlow)",
+                '그 절이 "not installed here: skipped"를 출력함',
+                "워크숍에서는 할 일이 없습니다. 그 절을 따라 하려면 설치하세요",
+            ),
+            (
+                "사전 점검 결과가 NOT READY",
+                "FAIL 줄이 점검 항목을 알려 줌",
+                "FAIL 줄마다 그 아래에 해결책이 있습니다(`python -m tpututor doctor --preflight`)",
+            ),
         ],
     },
 }
@@ -168,8 +219,9 @@ def _clock(t: int) -> str:
     return f"{t // 60:02d}:{t % 60:02d}"
 
 
-def _agenda(lessons: Sequence[Lesson], title: str, days: int, hours: float, start_h: int = 9,
-            text: dict = TEXT["en"]) -> list[str]:
+def _agenda(
+    lessons: Sequence[Lesson], title: str, days: int, hours: float, start_h: int = 9, text: dict = TEXT["en"]
+) -> list[str]:
     """A schedule over ``days`` days of ``hours`` hours from ``start_h``: each lesson's reading time plus
     10 minutes of slack, a 15-minute break before 100 minutes pass without one, lunch (60 min) once a
     full day passes 12:30. A lesson that does not fit the day moves to the next; lessons that fit no
@@ -205,18 +257,27 @@ def _agenda(lessons: Sequence[Lesson], title: str, days: int, hours: float, star
 def _failures(text: dict = TEXT["en"]) -> list[str]:
     """Common failures and their fixes: the doctor's warnings on faked machines, then setup and pre-flight.
     The situation and the fix are in ``text``'s language; the doctor's message as it prints it."""
+    from tpututor import fakes
     from tpututor.doctor import warnings_for
     from tpututor.runtime import detect
-    from tpututor import fakes
 
     # (situation, fake machine, what the frameworks said when probed)
     cases = [(m.description, m, None) for m in fakes.MACHINES.values()] + [
-        ("a Cloud TPU VM where JAX starts on the CPU", fakes.MACHINES["tpu-vm-v6e-8"],
-         {"jax": {"platform": "cpu", "devices": ["cpu:0"]}}),
-        ("torch_xla beside a torch it was not built for",
-         fakes.Machine("mismatch", packages={"torch": "2.13.0", "torch-xla": "2.9.0"}), None),
-        ("a TPU type in the environment but no chip visible",
-         fakes.Machine("env only", env={"TPU_ACCELERATOR_TYPE": "v5litepod-8"}), None),
+        (
+            "a Cloud TPU VM where JAX starts on the CPU",
+            fakes.MACHINES["tpu-vm-v6e-8"],
+            {"jax": {"platform": "cpu", "devices": ["cpu:0"]}},
+        ),
+        (
+            "torch_xla beside a torch it was not built for",
+            fakes.Machine("mismatch", packages={"torch": "2.13.0", "torch-xla": "2.9.0"}),
+            None,
+        ),
+        (
+            "a TPU type in the environment but no chip visible",
+            fakes.Machine("env only", env={"TPU_ACCELERATOR_TYPE": "v5litepod-8"}),
+            None,
+        ),
     ]
     rows = [text["failures_head"], "|---|---|---|"]
     seen = set()
@@ -238,8 +299,12 @@ def guide(lessons: Sequence[Lesson], timings: dict, lang: str = "en") -> str:
     ``catalog.lessons(root / "notebooks" / lang)`` for a translation)."""
     text = TEXT[lang]
     ci, full = timings.get("ci", {}), timings.get("full", {})
-    out = [line.format(machine=ci.get("machine", "?"), python=ci.get("python", "?"), date=ci.get("date", "?"))
-           if "{machine}" in line else line for line in text["intro"]]
+    out = [
+        line.format(machine=ci.get("machine", "?"), python=ci.get("python", "?"), date=ci.get("date", "?"))
+        if "{machine}" in line
+        else line
+        for line in text["intro"]
+    ]
     out += _agenda(lessons, text["half_day"], 1, 3.5, text=text)
     out += _agenda(lessons, text["full_day"], 1, 8, text=text)
     days = next(d for d in range(1, 10) if not _agenda(lessons, "", d, 8)[-2].startswith("Left"))
@@ -248,15 +313,21 @@ def guide(lessons: Sequence[Lesson], timings: dict, lang: str = "en") -> str:
     for lesson in lessons:
         c = ci.get("lessons", {}).get(lesson.stem, {})
         f = full.get("lessons", {}).get(lesson.stem, {})
-        out.append(f"| {lesson.heading} | {text['runtime'][lesson.devices]} | "
-                   f"{text['row_minutes'].format(minutes=lesson.minutes)} | "
-                   f"{_fmt_s(c.get('seconds'), text)} | {_fmt_s(f.get('seconds'), text)} |")
+        out.append(
+            f"| {lesson.heading} | {text['runtime'][lesson.devices]} | "
+            f"{text['row_minutes'].format(minutes=lesson.minutes)} | "
+            f"{_fmt_s(c.get('seconds'), text)} | {_fmt_s(f.get('seconds'), text)} |"
+        )
     out.append("")
     everyone = catalog.by_topic(list(lessons))
     for lesson in lessons:
         before = ", ".join(everyone[t].heading for t in lesson.prerequisites) or text["no_prerequisite"]
-        card = [line.format(runtime=text["runtime"][lesson.devices], note=lesson.note, before=before,
-                            minutes=lesson.minutes) for line in text["card"]]
+        card = [
+            line.format(
+                runtime=text["runtime"][lesson.devices], note=lesson.note, before=before, minutes=lesson.minutes
+            )
+            for line in text["card"]
+        ]
         out += [f"### {lesson.heading}", ""] + card
         out += [f"  - {goal}" for goal in lesson.objectives]
         out.append("")

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 __all__ = ["Exercise", "Wrong", "Translation", "for_lesson", "get", "id_in", "lessons", "translations", "translation"]
@@ -78,8 +78,7 @@ def id_in(check_source: str) -> str | None:
 
 def lessons() -> list[str]:
     """The lessons whose exercises live here."""
-    return sorted(p.name.removesuffix(".toml") for p in resources.files(__name__).iterdir()
-                  if p.name.endswith(".toml"))
+    return sorted(p.name.removesuffix(".toml") for p in resources.files(__name__).iterdir() if p.name.endswith(".toml"))
 
 
 def _lesson_of(exercise_id: str) -> str | None:
@@ -95,15 +94,19 @@ def _read(*parts: str) -> dict:
     return tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-@lru_cache(maxsize=None)
+@cache
 def for_lesson(lesson: str) -> dict[str, Exercise]:
     """Every exercise of ``lesson`` (``"00_where_am_i"``), by id; empty when its answers are still in
     the notebook."""
     out = {}
     for exercise_id, entry in _read(f"{lesson}.toml").items():
         out[exercise_id] = Exercise(
-            exercise_id, lesson, tuple(entry.get("hints", ())), entry["solution"].strip("\n"),
-            tuple(Wrong(w["why"], w["code"].strip("\n")) for w in entry.get("wrong", ())))
+            exercise_id,
+            lesson,
+            tuple(entry.get("hints", ())),
+            entry["solution"].strip("\n"),
+            tuple(Wrong(w["why"], w["code"].strip("\n")) for w in entry.get("wrong", ())),
+        )
     return out
 
 
@@ -116,7 +119,9 @@ def get(exercise_id: str) -> Exercise:
         if exercise_id in found:
             return found[exercise_id]
         raise KeyError(f"no exercise {exercise_id!r} in lesson {lesson}; it has {', '.join(found)}")
-    raise KeyError(f"no exercise {exercise_id!r}: exercises are numbered like '00.1' (the first exercise of 00_where_am_i)")
+    raise KeyError(
+        f"no exercise {exercise_id!r}: exercises are numbered like '00.1' (the first exercise of 00_where_am_i)"
+    )
 
 
 @dataclass(frozen=True)
@@ -133,15 +138,22 @@ class Translation:
     english_hints: tuple[str, ...]
 
 
-@lru_cache(maxsize=None)
+@cache
 def translations(lesson: str, lang: str) -> dict[str, Translation]:
     """The ``lang`` translation of every exercise of ``lesson``, by id; empty when there is none."""
     out = {}
     for exercise_id, entry in _read(lang, f"{lesson}.toml").items():
         english = entry.get("english", {})
         out[exercise_id] = Translation(
-            exercise_id, lang, entry.get("title", ""), entry.get("hint", ""), tuple(entry.get("hints", ())),
-            english.get("title", ""), english.get("hint", ""), tuple(english.get("hints", ())))
+            exercise_id,
+            lang,
+            entry.get("title", ""),
+            entry.get("hint", ""),
+            tuple(entry.get("hints", ())),
+            english.get("title", ""),
+            english.get("hint", ""),
+            tuple(english.get("hints", ())),
+        )
     return out
 
 

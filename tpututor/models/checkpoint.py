@@ -57,8 +57,10 @@ def read_config(directory: str | Path, **overrides: Any) -> Config:
     """The model's :class:`Config` from ``directory/config.json``."""
     path = Path(directory) / "config.json"
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: give a directory written by save_pretrained "
-                                "(or downloaded with huggingface_hub.snapshot_download)")
+        raise FileNotFoundError(
+            f"{path} does not exist: give a directory written by save_pretrained "
+            "(or downloaded with huggingface_hub.snapshot_download)"
+        )
     return Config.from_hf(json.loads(path.read_text()), **overrides)
 
 
@@ -88,7 +90,7 @@ def load(directory: str | Path, *, dtype: str = "float32", **overrides: Any) -> 
     model = nnx.eval_shape(lambda: Llama(cfg, nnx.Rngs(0)))  # shapes only: nothing random is allocated
     state = nnx.state(model, nnx.Param)
     pure = nnx.to_pure_dict(state)
-    cast = (lambda a: np.asarray(a, dtype=dtype))
+    cast = lambda a: np.asarray(a, dtype=dtype)
     used = set()
 
     def take(name: str) -> np.ndarray:

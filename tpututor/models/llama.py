@@ -22,14 +22,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-__all__ = ["Config", "RMSNorm", "Attention", "MLP", "Block", "Llama", "rope_frequencies", "logical_to_mesh",
-           "param_count"]
+__all__ = [
+    "Config",
+    "RMSNorm",
+    "Attention",
+    "MLP",
+    "Block",
+    "Llama",
+    "rope_frequencies",
+    "logical_to_mesh",
+    "param_count",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +74,7 @@ class Config:
         return self.family == "gemma"
 
     @classmethod
-    def from_hf(cls, config: Mapping[str, Any], **overrides: Any) -> "Config":
+    def from_hf(cls, config: Mapping[str, Any], **overrides: Any) -> Config:
         """From a Hugging Face ``config.json`` (as a dict) of a Llama, Qwen2 or Gemma model."""
         kind = str(config.get("model_type", "llama"))
         family = {"llama": "llama", "qwen2": "qwen2", "gemma": "gemma", "mistral": "llama"}.get(kind)
@@ -75,20 +85,34 @@ class Config:
         kind_of_rope = rope.pop("rope_type", rope.pop("type", "default"))
         if kind_of_rope not in ("default", "llama3"):
             raise ValueError(f"RoPE type {kind_of_rope!r} is not implemented here (default and llama3 are)")
-        scaling = () if kind_of_rope == "default" else tuple(
-            sorted((k, float(v)) for k, v in rope.items()
-                   if k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")))
+        scaling = (
+            ()
+            if kind_of_rope == "default"
+            else tuple(
+                sorted(
+                    (k, float(v))
+                    for k, v in rope.items()
+                    if k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+                )
+            )
+        )
         heads = int(config["num_attention_heads"])
         values = dict(
-            family=family, vocab=int(config["vocab_size"]), d_model=int(config["hidden_size"]),
-            n_layers=int(config["num_hidden_layers"]), n_heads=heads,
+            family=family,
+            vocab=int(config["vocab_size"]),
+            d_model=int(config["hidden_size"]),
+            n_layers=int(config["num_hidden_layers"]),
+            n_heads=heads,
             n_kv_heads=int(config.get("num_key_value_heads") or heads),
             head_dim=int(config.get("head_dim") or int(config["hidden_size"]) // heads),
-            d_ff=int(config["intermediate_size"]), rope_theta=float(theta), rope_scaling=scaling,
+            d_ff=int(config["intermediate_size"]),
+            rope_theta=float(theta),
+            rope_scaling=scaling,
             eps=float(config.get("rms_norm_eps", 1e-6)),
             tie_embeddings=bool(config.get("tie_word_embeddings", family == "gemma")),
             qkv_bias=bool(config.get("attention_bias", family == "qwen2")),
-            max_len=int(config.get("max_position_embeddings", 2048)))
+            max_len=int(config.get("max_position_embeddings", 2048)),
+        )
         values.update(overrides)
         return cls(**values)
 
@@ -96,15 +120,26 @@ class Config:
         """The ``config.json`` Hugging Face's loader needs to rebuild this model."""
         arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "gemma": "GemmaForCausalLM"}[self.family]
         out: dict[str, Any] = {
-            "architectures": [arch], "model_type": self.family, "vocab_size": self.vocab,
-            "hidden_size": self.d_model, "num_hidden_layers": self.n_layers, "num_attention_heads": self.n_heads,
-            "num_key_value_heads": self.n_kv_heads, "head_dim": self.head_dim, "intermediate_size": self.d_ff,
-            "rms_norm_eps": self.eps, "rope_theta": self.rope_theta, "tie_word_embeddings": self.tie_embeddings,
-            "max_position_embeddings": self.max_len, "torch_dtype": "float32",
+            "architectures": [arch],
+            "model_type": self.family,
+            "vocab_size": self.vocab,
+            "hidden_size": self.d_model,
+            "num_hidden_layers": self.n_layers,
+            "num_attention_heads": self.n_heads,
+            "num_key_value_heads": self.n_kv_heads,
+            "head_dim": self.head_dim,
+            "intermediate_size": self.d_ff,
+            "rms_norm_eps": self.eps,
+            "rope_theta": self.rope_theta,
+            "tie_word_embeddings": self.tie_embeddings,
+            "max_position_embeddings": self.max_len,
+            "torch_dtype": "float32",
         }
         if self.rope_scaling:
-            out["rope_scaling"] = {"rope_type": "llama3", **{k: int(v) if k.startswith("original") else v
-                                                              for k, v in self.rope_scaling}}
+            out["rope_scaling"] = {
+                "rope_type": "llama3",
+                **{k: int(v) if k.startswith("original") else v for k, v in self.rope_scaling},
+            }
         if self.family == "llama":
             out.update(attention_bias=self.qkv_bias, mlp_bias=False, hidden_act="silu")
         elif self.family == "qwen2":
@@ -146,13 +181,20 @@ def _rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     return x * cos + jnp.concatenate([-second, first], axis=-1) * sin
 
 
-def _linear(rngs: nnx.Rngs, d_in: int, d_out: int, axes: tuple[str | None, str | None], bias: bool = False,
-            dtype: str = "float32"):
+def _linear(
+    rngs: nnx.Rngs,
+    d_in: int,
+    d_out: int,
+    axes: tuple[str | None, str | None],
+    bias: bool = False,
+    dtype: str = "float32",
+):
     """A Linear whose weights are float32 and whose matmul runs in ``dtype`` (bfloat16: mixed precision)."""
     init = nnx.with_metadata(nnx.initializers.lecun_normal(), logical_axes=axes)
     bias_init = nnx.with_metadata(nnx.initializers.zeros_init(), logical_axes=(axes[1],))
-    return nnx.Linear(d_in, d_out, use_bias=bias, kernel_init=init, bias_init=bias_init, dtype=jnp.dtype(dtype),
-                      rngs=rngs)
+    return nnx.Linear(
+        d_in, d_out, use_bias=bias, kernel_init=init, bias_init=bias_init, dtype=jnp.dtype(dtype), rngs=rngs
+    )
 
 
 class RMSNorm(nnx.Module):
@@ -224,9 +266,12 @@ class Llama(nnx.Module):
 
     def __init__(self, cfg: Config, rngs: nnx.Rngs):
         self.cfg = cfg
-        self.embed = nnx.Embed(cfg.vocab, cfg.d_model, rngs=rngs,
-                               embedding_init=nnx.with_metadata(nnx.initializers.normal(0.02),
-                                                                logical_axes=("vocab", "embed")))
+        self.embed = nnx.Embed(
+            cfg.vocab,
+            cfg.d_model,
+            rngs=rngs,
+            embedding_init=nnx.with_metadata(nnx.initializers.normal(0.02), logical_axes=("vocab", "embed")),
+        )
 
         @nnx.split_rngs(splits=cfg.n_layers)
         @nnx.vmap(in_axes=(0,), out_axes=0)
@@ -235,8 +280,9 @@ class Llama(nnx.Module):
 
         self.layers = stacked(rngs)  # every weight gains a leading axis of n_layers
         self.norm = RMSNorm(cfg.d_model, cfg.eps, cfg.gemma)
-        self.lm_head = None if cfg.tie_embeddings else _linear(rngs, cfg.d_model, cfg.vocab, ("embed", "vocab"),
-                                                                dtype=cfg.dtype)
+        self.lm_head = (
+            None if cfg.tie_embeddings else _linear(rngs, cfg.d_model, cfg.vocab, ("embed", "vocab"), dtype=cfg.dtype)
+        )
 
     def __call__(self, tokens: jax.Array, *, activations: Any = None) -> jax.Array:
         """``activations``: where the residual stream (batch, time, d_model) lives between layers, a

@@ -9,7 +9,8 @@ to 127 (:func:`quantize`); the cache holds 1 byte per number plus 4 bytes per ve
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -47,16 +48,26 @@ def init_cache(cfg: Any, batch: int, length: int | None = None, device=None) -> 
     values = (batch, length, cfg.n_heads, cfg.head_dim)
     scales = (batch, length, cfg.n_heads, 1)
     zeros = lambda shape, dt: jax.device_put(jnp.zeros(shape, dt), device)
-    return [{"k": zeros(values, jnp.int8), "v": zeros(values, jnp.int8),
-             "k_scale": zeros(scales, jnp.float32), "v_scale": zeros(scales, jnp.float32)} for _ in range(cfg.n_layers)]
+    return [
+        {
+            "k": zeros(values, jnp.int8),
+            "v": zeros(values, jnp.int8),
+            "k_scale": zeros(scales, jnp.float32),
+            "v_scale": zeros(scales, jnp.float32),
+        }
+        for _ in range(cfg.n_layers)
+    ]
 
 
 def store(layer: Mapping[str, Any], k, v, pos) -> dict:
     """The int8 cache's write: keys and values quantized, each row with its scales."""
     (k8, ks), (v8, vs) = quantize(k), quantize(v)
-    return {"k": decode.write_rows(layer["k"], k8, pos), "v": decode.write_rows(layer["v"], v8, pos),
-            "k_scale": decode.write_rows(layer["k_scale"], ks, pos),
-            "v_scale": decode.write_rows(layer["v_scale"], vs, pos)}
+    return {
+        "k": decode.write_rows(layer["k"], k8, pos),
+        "v": decode.write_rows(layer["v"], v8, pos),
+        "k_scale": decode.write_rows(layer["k_scale"], ks, pos),
+        "v_scale": decode.write_rows(layer["v_scale"], vs, pos),
+    }
 
 
 def load(layer: Mapping[str, Any], dt):
@@ -71,5 +82,7 @@ def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]
 
 def make_prefill(cfg: Any):
     """``prefill(params, tokens (B, T), cache) -> (logits (B, T, vocab), int8 cache)`` from position 0, the cache donated."""
-    return jax.jit(lambda params, tokens, cache: forward(params, tokens, cache, jnp.zeros(tokens.shape[0], jnp.int32),
-                                                         cfg=cfg), donate_argnums=(2,))
+    return jax.jit(
+        lambda params, tokens, cache: forward(params, tokens, cache, jnp.zeros(tokens.shape[0], jnp.int32), cfg=cfg),
+        donate_argnums=(2,),
+    )

@@ -12,7 +12,8 @@ its matched pages into its cache and runs only the rest of its prompt through th
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -47,8 +48,12 @@ def _fill(pools, table, cache):
     for pool, layer in zip(pools, cache):
         pages = pool[table]  # (n, page_size, 2H, Dh)
         kv = pages.reshape(1, -1, *pages.shape[2:])  # keys at even heads, values at odd
-        out.append({"k": jax.lax.dynamic_update_slice(layer["k"], kv[:, :, 0::2], (0, 0, 0, 0)),
-                    "v": jax.lax.dynamic_update_slice(layer["v"], kv[:, :, 1::2], (0, 0, 0, 0))})
+        out.append(
+            {
+                "k": jax.lax.dynamic_update_slice(layer["k"], kv[:, :, 0::2], (0, 0, 0, 0)),
+                "v": jax.lax.dynamic_update_slice(layer["v"], kv[:, :, 1::2], (0, 0, 0, 0)),
+            }
+        )
     return out
 
 
@@ -92,7 +97,9 @@ class PrefixCache:
             raise ValueError(f"cache_len={self.cache_len} is not a multiple of page_size={page_size}")
         shape = (num_pages, page_size, 2 * cfg.n_heads, cfg.head_dim)
         device = device or jax.devices()[0]  # committed, like the pools _store returns: one compilation
-        self.pools = [jax.device_put(jnp.zeros(shape, jnp.dtype(cfg.compute_dtype)), device) for _ in range(cfg.n_layers)]
+        self.pools = [
+            jax.device_put(jnp.zeros(shape, jnp.dtype(cfg.compute_dtype)), device) for _ in range(cfg.n_layers)
+        ]
         self.pages: dict[tuple[int, ...], int] = {}  # prefix key -> page holding its last block
         self.free = list(range(num_pages))
 
@@ -119,16 +126,18 @@ class PrefixCache:
         rest = ids[start:]
         width = min(decode.bucket(len(rest), self.cache_len), self.cache_len - start)  # never past the cache's end
         tokens = np.zeros((1, width), np.int32)
-        tokens[0, :len(rest)] = rest
+        tokens[0, : len(rest)] = rest
         run = _suffix_prefill(self.cfg)
-        tok, logits, cache = run(params, jnp.asarray(tokens), cache, jnp.array([start], jnp.int32), jnp.int32(len(rest) - 1))
+        tok, logits, cache = run(
+            params, jnp.asarray(tokens), cache, jnp.array([start], jnp.int32), jnp.int32(len(rest) - 1)
+        )
         if store:
             self._add(ids, cache, len(pages))
         return tok, logits, cache, start
 
     def _add(self, ids: Sequence[int], cache, have: int) -> None:
         keys = block_keys(ids, self.page_size)
-        new = [(j, key) for j, key in enumerate(keys) if j >= have and key not in self.pages][:len(self.free)]
+        new = [(j, key) for j, key in enumerate(keys) if j >= have and key not in self.pages][: len(self.free)]
         for j, key in new:  # one page at a time: one compiled program for any number of pages
             page = self.free.pop(0)
             self.pools = _store(self.pools, cache, jnp.int32(page), jnp.int32(j * self.page_size))

@@ -11,8 +11,9 @@ for token, whatever the draft proposes; a good draft only makes it take fewer st
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,8 +33,8 @@ def ngram_draft(history: Sequence[int], k: int, n: int = 3) -> list[int]:
     for size in range(min(n, len(ids) - 1), 0, -1):
         tail = ids[-size:]
         for start in range(len(ids) - size - 1, -1, -1):
-            if ids[start:start + size] == tail:
-                follow = ids[start + size:start + size + k]
+            if ids[start : start + size] == tail:
+                follow = ids[start + size : start + size + k]
                 return (follow + [follow[-1]] * k)[:k]
     return [ids[-1]] * k
 
@@ -77,8 +78,17 @@ class Result:
         return (len(self.tokens) - 1) / max(1, self.steps)
 
 
-def generate(params, cfg: Any, prompt: Sequence[int], new_tokens: int, k: int = 4, *, n: int = 3,
-             cache_len: int | None = None, draft: Callable[[list[int], int], list[int]] | None = None) -> Result:
+def generate(
+    params,
+    cfg: Any,
+    prompt: Sequence[int],
+    new_tokens: int,
+    k: int = 4,
+    *,
+    n: int = 3,
+    cache_len: int | None = None,
+    draft: Callable[[list[int], int], list[int]] | None = None,
+) -> Result:
     """Greedy decoding of one prompt, ``k`` guesses verified per step.
 
     ``draft(history, k)`` proposes the guesses (default: :func:`ngram_draft` with ``n``).
@@ -88,9 +98,10 @@ def generate(params, cfg: Any, prompt: Sequence[int], new_tokens: int, k: int = 
     decode.check_fits(len(ids), new_tokens + k, cache_len)  # a verify step writes k positions past the last token
     width = decode.bucket(len(ids), cache_len)
     padded = np.zeros((1, width), np.int32)
-    padded[0, :len(ids)] = ids
-    tok, _, cache = decode.make_prefill(cfg)(params, jnp.asarray(padded), decode.init_cache(cfg, 1, cache_len),
-                                             jnp.array([len(ids)], jnp.int32))
+    padded[0, : len(ids)] = ids
+    tok, _, cache = decode.make_prefill(cfg)(
+        params, jnp.asarray(padded), decode.init_cache(cfg, 1, cache_len), jnp.array([len(ids)], jnp.int32)
+    )
     out, steps, drafted, kept = [int(tok[0])], 0, 0, 0
     verify = make_verify(cfg)
     device = next(iter(cache[0]["k"].devices()))
