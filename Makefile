@@ -6,6 +6,8 @@
 #   make sync       pair notebooks/*.md and *.ipynb with Jupytext, outputs stripped
 #   make site       the course as a website in build/site/ (after make run), English and Korean
 #   make translations  the Korean edition (lessons, instructor guide, error atlas) regenerated (docs/translating.md)
+#   make pins       binder's requirement files regenerated from tpututor/data/pins.toml, the one pins file,
+#                   and its pins checked against constraints.txt and pyproject.toml
 #   make badges     stamp headings, badges, lesson cards, setup cells and the README table from the lessons' front matter
 #   make release    tag v<version> once the setup cells, badges and version agree
 #   make clean      remove build outputs; make distclean also removes .venv
@@ -33,7 +35,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 TEST_RUN := build/test-run
 
 .PHONY: run test test-fast lab sync badges student workshop clean distclean lock reference colab colab-jax system release python-check \
-        device-bundle device-rehearsal site translations maxtext-run
+        device-bundle device-rehearsal site translations pins maxtext-run
 
 python-check:
 	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
@@ -78,14 +80,14 @@ test-fast: $(STAMP)
 
 # Colab's TPU runtime keeps its own JAX (the setup cell does not replace it: libtpu must match), its
 # PyTorch/XLA, Flax, Optax, Orbax and Grain, on Python 3.13: the lessons must run on those versions too.
-# A second venv holds that stack (tpututor/fakes.py names it) and the add-ons a setup cell
-# installs there; `make colab` runs every lesson in it. Only 05 may skip (that runtime has no
+# A second venv holds that stack ([colab] in tpututor/data/pins.toml, read by tpututor/fakes.py) and
+# the add-ons a setup cell installs there; `make colab` runs every lesson in it. Only 05 may skip (that runtime has no
 # TensorFlow); any other skip fails the run. `make test` builds the venv first: the error atlas's
 # tests also run each JAX example under Colab's JAX.
 COLAB_PY_BIN ?= $(shell for p in $$(command -v python3.13) $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
                    "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null && { echo "$$p"; break; }; done)
 COLAB_SKIPS  := 05_tf_tpustrategy
-$(COLAB_STAMP): tpututor/fakes.py tpututor/launch.py
+$(COLAB_STAMP): tpututor/fakes.py tpututor/launch.py tpututor/data/pins.toml
 	@test -n "$(COLAB_PY_BIN)" || { echo "tpututor: Colab's TPU runtime is Python 3.13: install python3.13 (or run make COLAB_PY_BIN=/path/to/python3.13)" >&2; exit 1; }
 	@test -x $(COLAB_VENV)/bin/python || $(COLAB_PY_BIN) -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -c "import sys; sys.path.insert(0, '.'); from tpututor.fakes import colab_requirements as r; print('\n'.join(r()))" > $(COLAB_VENV)/colab.txt
@@ -104,7 +106,7 @@ colab-jax: colab  # the name it had when only the JAX lessons ran there
 DEVICE_VENV := .venv-device
 DEVICE_BUNDLE := build/device-bundle/carried.txt
 device-bundle: $(DEVICE_BUNDLE)
-$(DEVICE_BUNDLE): tpututor_course/device.py | $(STAMP)
+$(DEVICE_BUNDLE): tpututor_course/device.py tpututor/data/pins.toml | $(STAMP)
 	$(PY) -m tpututor_course device bundle --out build/device-bundle
 
 device-rehearsal: $(DEVICE_BUNDLE)
@@ -114,8 +116,9 @@ device-rehearsal: $(DEVICE_BUNDLE)
 
 # MaxText, for lesson 13's stack table (not part of make test): maxtext 0.2.5 needs Python 3.12 and a
 # newer JAX than constraints.txt, so it gets its own venv, pinned by binder/maxtext-requirements.txt
-# (about 1.3 GiB). The run converts the lesson's tiny Llama to a MaxText checkpoint and trains it a few
-# steps on the CPU, offline, and writes docs/artifacts/maxtext-cpu-run.json and .log: commit both.
+# (about 1.3 GiB; make pins writes it from [maxtext] in tpututor/data/pins.toml). The run converts the
+# lesson's tiny Llama to a MaxText checkpoint and trains it a few steps on the CPU, offline, and writes
+# docs/artifacts/maxtext-cpu-run.json and .log: commit both.
 MAXTEXT_PY_BIN ?= $(shell for p in $$(command -v python3.12) $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
                      "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$$p"; break; }; done)
 MAXTEXT_VENV  := .venv-maxtext
@@ -142,6 +145,11 @@ translations: $(STAMP)
 	$(PY) -m tpututor_course translate build
 	$(PY) -m tpututor_course workshop
 	$(PY) -m tpututor_course errors_page
+
+# The one pins file, tpututor/data/pins.toml: binder/requirements.txt and binder/maxtext-requirements.txt
+# written from it, then its [lock] checked against constraints.txt (after make lock, bring it in step).
+pins: $(STAMP)
+	$(PY) -m tpututor_course pins
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)

@@ -10,12 +10,12 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from tpututor import errors, lessons
 from tpututor.errors import ENTRIES, explain, quoted_in

@@ -1,5 +1,5 @@
 """One-click launch: headings, badges, cards and setup cells stamped from one setting and the
-front matter; install plans per lesson; Binder pins; releases."""
+front matter; install plans per lesson; releases (the pins: tests/test_pins.py)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,6 @@ from tpututor_course import catalog, release, stamp
 
 SETTINGS = stamp.settings(ROOT / "pyproject.toml")
 EVERYONE = catalog.by_topic(CATALOG)
-
-
-def pins(path):
-    out = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s#]+)", line)
-        if m:
-            out[m.group(1).lower().replace("_", "-")] = m.group(2)
-    return out
 
 
 @pytest.mark.parametrize("lesson", CATALOG, ids=IDS)
@@ -193,15 +184,6 @@ def test_setup_names_the_known_lessons_when_given_an_unknown_one(fake):
         launch.setup("99_nothing", fake("laptop-cpu"))
 
 
-def test_addon_pins_agree_with_the_lock_or_with_colab():
-    lock = pins(ROOT / "constraints.txt")
-    colab = {k.lower(): v for k, v in fakes.COLAB_TPU_PACKAGES.items()}
-    for requirement in launch.ADDONS.values():
-        name, version = requirement.split("==")
-        expected = colab[name] if name in fakes.COLAB_JAX_STACK else lock[name]
-        assert version == expected, f"{name}: {version} in tpututor.launch, {expected} expected"
-
-
 def test_release_is_ready_when_everything_that_names_it_agrees():
     assert release.problems(ROOT) == []
 
@@ -219,14 +201,3 @@ def test_release_lists_each_disagreement_with_its_fix(tmp_path):
     assert any("tpututor.__version__" in p for p in found)
     assert any("setup cell" in p or "not stamped" in p for p in found)
     assert any("lessons.json" in p for p in found)
-
-
-def test_binder_pins_agree_with_the_lock():
-    lock, binder = pins(ROOT / "constraints.txt"), pins(ROOT / "binder" / "requirements.txt")
-    assert binder, "binder/requirements.txt pins nothing"
-    for name, version in binder.items():
-        assert lock.get(name) == version, f"{name}: {version} in binder, {lock.get(name)} in constraints.txt"
-    assert (
-        "torch" not in binder
-        and "pip install --no-cache-dir --no-deps -e ." in (ROOT / "binder" / "postBuild").read_text()
-    )

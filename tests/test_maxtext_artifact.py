@@ -53,7 +53,7 @@ def test_it_carries_versions_a_date_and_the_machine(record):
     assert pins["maxtext"] == mt["maxtext"] and pins["jax"] == mt["jax"], "the record is not of the pinned venv"
     assert f"maxtext=={mt['maxtext']}" in record["install"]["pip_freeze"]
     when = dt.datetime.strptime(record["date_utc"], "%Y-%m-%dT%H:%M:%SZ")
-    assert dt.datetime(2026, 1, 1) < when <= dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    assert dt.datetime(2026, 1, 1) < when <= dt.datetime.now(dt.UTC).replace(tzinfo=None)
     assert record["machine"]["cpu"] and record["machine"]["cores"] >= 1
 
 

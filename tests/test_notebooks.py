@@ -11,11 +11,11 @@ from __future__ import annotations
 import ast
 import json
 import re
+import tomllib
 
 import jupytext
 import nbformat
 import pytest
-import tomllib
 
 from conftest import CATALOG, EXECUTIONS, LESSONS, ROOT
 from conftest import LESSON_IDS as IDS

@@ -94,9 +94,8 @@ def test_no_module_reaches_into_another_modules_private_names():
 
 def test_every_data_file_in_the_package_is_named_by_package_data_so_a_real_install_carries_it():
     import fnmatch
-    from pathlib import Path
-
     import tomllib
+    from pathlib import Path
 
     import tpututor
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -396,7 +396,7 @@ EAST5 = "projects/p/locations/us-east5-a/nodes/"
 
 
 def test_forgotten_finds_old_ready_nodes_skips_kept_and_stopped_ones_and_prices_them_where_they_run():
-    now = datetime(2026, 12, 7, 6, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 7, 6, tzinfo=UTC)
     nodes = [
         {
             "name": EAST5 + "weekend",
@@ -443,7 +443,7 @@ def test_forgotten_finds_old_ready_nodes_skips_kept_and_stopped_ones_and_prices_
 
 
 def test_forgotten_says_so_when_it_prices_a_node_outside_its_region():
-    now = datetime(2026, 12, 7, 6, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 7, 6, tzinfo=UTC)
     node = {
         "name": "projects/p/locations/us-west4-a/nodes/x",
         "acceleratorType": "v5litepod-8",

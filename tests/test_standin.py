@@ -10,7 +10,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -152,7 +152,7 @@ def test_an_operation_finishes_only_when_polled_or_settled(api):
     assert polled["done"] is True and polled["response"]["state"] == "READY"
     slow = standin.StandIn(operation_polls=3).start()
     try:
-        slow.seed(ZONE, "b", "v5litepod-4", created=datetime.now(timezone.utc))
+        slow.seed(ZONE, "b", "v5litepod-4", created=datetime.now(UTC))
         request = urllib.request.Request(f"{slow.endpoint}/v2/{slow.parent(ZONE)}/nodes/b", method="DELETE")
         urllib.request.urlopen(request, timeout=5).close()
         assert slow.settle() == 1 and slow.settle() == 0
@@ -166,7 +166,7 @@ def test_stop_and_start_are_refused_for_spot_and_multi_host_nodes(tpu, api):
     tpu_v2, client = tpu
     from google.api_core import exceptions
 
-    born = datetime.now(timezone.utc)
+    born = datetime.now(UTC)
     spot = api.seed(ZONE, "spot", "v5litepod-8", created=born, spot=True)
     big = api.seed(ZONE, "big", "v5litepod-16", created=born)
     with pytest.raises(exceptions.BadRequest, match="spot or preemptible TPU cannot be stopped"):
@@ -291,7 +291,7 @@ def test_the_api_refuses_a_type_the_zone_lacks_tpu7x_duplicates_and_strangers(tp
 
 def test_listing_more_nodes_than_a_page_returns_them_all_through_the_pager(tpu, api):
     tpu_v2, client = tpu
-    born = datetime.now(timezone.utc)
+    born = datetime.now(UTC)
     names = sorted(api.seed(ZONE, f"n-{i:03d}", "v5litepod-1", created=born) for i in range(73))
     pager = client.list_nodes(parent=api.parent(ZONE))
     assert len(pager.nodes) == 50, "the first page holds 50"
@@ -302,12 +302,12 @@ def test_listing_more_nodes_than_a_page_returns_them_all_through_the_pager(tpu, 
 
 def test_seeded_preempted_and_maintained_nodes_look_as_the_service_shows_them(tpu, api):
     tpu_v2, client = tpu
-    old = api.seed(ZONE, "old", "v5litepod-8", created=datetime.now(timezone.utc) - timedelta(hours=60), spot=True)
+    old = api.seed(ZONE, "old", "v5litepod-8", created=datetime.now(UTC) - timedelta(hours=60), spot=True)
     api.preempt(old)
     got = client.get_node(name=old)
     assert got.state == tpu_v2.Node.State.PREEMPTED
-    assert datetime.now(timezone.utc) - got.create_time > timedelta(hours=59)
-    steady = api.seed(ZONE, "steady", "v5litepod-8", created=datetime.now(timezone.utc))
+    assert datetime.now(UTC) - got.create_time > timedelta(hours=59)
+    steady = api.seed(ZONE, "steady", "v5litepod-8", created=datetime.now(UTC))
     with pytest.raises(ValueError, match="not a spot or preemptible node"):
         api.preempt(steady)
 
@@ -315,7 +315,7 @@ def test_seeded_preempted_and_maintained_nodes_look_as_the_service_shows_them(tp
 def test_upcoming_maintenance_is_a_v2alpha1_notice_and_health_changes_only_during_the_window(tpu, api):
     tpu_v2, client = tpu
     tpu_v2alpha1 = pytest.importorskip("google.cloud.tpu_v2alpha1")
-    name = api.seed(ZONE, "m", "v5litepod-8", created=datetime.now(timezone.utc))
+    name = api.seed(ZONE, "m", "v5litepod-8", created=datetime.now(UTC))
     api.schedule_maintenance(name, in_hours=30, hours=4)
 
     def alpha():
@@ -340,7 +340,7 @@ def test_upcoming_maintenance_is_a_v2alpha1_notice_and_health_changes_only_durin
 
 
 def test_seeded_nodes_get_their_generations_runtime(api):
-    name = api.seed("us-east5-a", "s", "v6e-8", created=datetime.now(timezone.utc))
+    name = api.seed("us-east5-a", "s", "v6e-8", created=datetime.now(UTC))
     with urllib.request.urlopen(f"{api.endpoint}/v2/{name}", timeout=5) as reply:
         assert json.loads(reply.read())["runtimeVersion"] == "v2-alpha-tpuv6e"
 

@@ -28,12 +28,11 @@ import difflib
 import math
 import re
 import textwrap
+import tomllib
 import unicodedata
 from dataclasses import asdict, dataclass, replace
 from functools import cache, lru_cache
 from importlib import resources
-
-import tomllib
 
 from . import validate
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .launch import ADDONS, pins
 from .runtime import Host
 
 __all__ = [
@@ -26,24 +27,11 @@ __all__ = [
     "colab_requirements",
 ]
 
-# Packages as a Colab TPU runtime ships them (googlecolab/backend-info pip-freeze.tpu.txt at a724079,
-# 2026-08-19). `make colab` builds its environment from them, on the same Python.
-COLAB_TPU_PACKAGES = {
-    "jax": "0.7.2",
-    "jaxlib": "0.7.2",
-    "libtpu": "0.0.21.1",
-    "torch": "2.9.0+cpu",
-    "torch-xla": "2.9.0",
-    "keras": "3.13.2",
-    "flax": "0.11.2",
-    "optax": "0.2.8",
-    "orbax-checkpoint": "0.12.4",
-    "grain": "0.2.18",
-    "transformers": "5.15.0",
-    "datasets": "4.8.5",
-    "numpy": "2.1.3",
-}
-COLAB_JAX_STACK = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain")
+# Packages as a Colab TPU runtime ships them, and the ones built on its JAX ([colab] in
+# tpututor/data/pins.toml, where the snapshot is named). `make colab` builds its environment from them,
+# on the same Python.
+COLAB_TPU_PACKAGES: dict[str, str] = dict(pins()["colab"]["packages"])
+COLAB_JAX_STACK: tuple[str, ...] = tuple(pins()["colab"]["jax-stack"])
 COLAB_PYTHON = "3.13"  # the Python of that runtime (backend-info, same snapshot)
 
 
@@ -51,8 +39,6 @@ def colab_requirements() -> list[str]:
     """What ``make colab`` installs to stand in for a Colab TPU runtime: its packages at its versions
     (torch from PyPI, which is the CUDA build: Colab's ``+cpu`` wheel lives on PyTorch's own index),
     then the add-ons a lesson's setup cell installs there (``tpututor.launch.ADDONS``)."""
-    from .launch import ADDONS
-
     shipped = {name: version.split("+")[0] for name, version in COLAB_TPU_PACKAGES.items()}
     out = [f"{name}=={version}" for name, version in shipped.items()]
     for requirement in ADDONS.values():
@@ -62,7 +48,7 @@ def colab_requirements() -> list[str]:
     return out
 
 
-LAPTOP_PACKAGES = {"jax": "0.10.2", "jaxlib": "0.10.2", "numpy": "2.4.6"}
+LAPTOP_PACKAGES = {name: pins()["lock"][name] for name in ("jax", "jaxlib", "numpy")}  # what make lab installs
 
 
 @dataclass(frozen=True)

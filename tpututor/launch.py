@@ -12,32 +12,52 @@ checks then speak it (:func:`tpututor.check.set_language`).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterable
+from importlib import resources
 
 from . import __version__, check, lessons
 from .runtime import Host, Runtime, detect
 
-__all__ = ["SETUP_CELL", "ADDONS", "LESSON_ENV", "install_plan", "setup", "lacking", "quiet_jax", "LessonCannotRun"]
+__all__ = [
+    "SETUP_CELL",
+    "ADDONS",
+    "PINS",
+    "pins",
+    "LESSON_ENV",
+    "install_plan",
+    "setup",
+    "lacking",
+    "quiet_jax",
+    "LessonCannotRun",
+]
 
-# Import name -> the pinned requirement the setup cell installs when a runtime lacks it: the versions
-# of constraints.txt, except packages built on JAX, which are pinned at the versions Colab's TPU
-# runtime ships (they work with its JAX 0.7.2; tests/test_launch.py checks both).
-ADDONS: dict[str, str] = {
-    "xprof": "xprof==2.24.2",
-    "transformers": "transformers==5.24.0",
-    "flax": "flax==0.11.2",
-    "optax": "optax==0.2.8",
-    "orbax.checkpoint": "orbax-checkpoint==0.12.4",
-    "grain": "grain==0.2.18",
-    "datasets": "datasets==5.2.0",
-    "torchax": "torchax==0.0.13",
-    "google.cloud.tpu_v2": "google-cloud-tpu==1.28.0",
-}
+PINS = "data/pins.toml"  # the course's version pins, shipped with the package (read by :func:`pins`)
+
+
+@functools.cache
+def pins() -> dict:
+    """``tpututor/data/pins.toml`` as a dict: the course's version pins, one table per environment."""
+    return tomllib.loads(resources.files("tpututor").joinpath(PINS).read_text(encoding="utf-8"))
+
+
+def _addons() -> dict[str, str]:
+    """:data:`ADDONS` from pins.toml's [addons], each at the version its rule there gives."""
+    colab, lock = pins()["colab"], pins()["lock"]
+    pinned = {n: colab["packages"][n] if n in colab["jax-stack"] else lock[n] for n in pins()["addons"].values()}
+    return {module: f"{name}=={pinned[name]}" for module, name in pins()["addons"].items()}
+
+
+# Import name -> the pinned requirement the setup cell installs when a runtime lacks it ([addons] in
+# pins.toml): the versions of constraints.txt, except packages built on JAX, which are pinned at the
+# versions Colab's TPU runtime ships (they work with its JAX 0.7.2).
+ADDONS: dict[str, str] = _addons()
 LESSON_ENV = "TPUTUTOR_LESSON"  # the open lesson, for the pre-flight run from the same runtime
 
 SETUP_CELL = """\

@@ -172,9 +172,9 @@ def run(
     checks.append(
         Check(
             "python",
-            "ok" if py >= (3, 10) else "fail",
+            "ok" if py >= (3, 11) else "fail",
             f"{py.major}.{py.minor}",
-            "use Python 3.10 or newer (the course is tested on 3.11)",
+            "use Python 3.11 or newer (the course is tested on 3.11)",
         )
     )
 

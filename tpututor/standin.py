@@ -50,7 +50,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -154,7 +154,7 @@ def single_host(accelerator_type: str) -> bool:
 
 
 def _stamp(t: datetime) -> str:
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _parse_time(text: str) -> datetime:
@@ -291,7 +291,7 @@ class StandIn:
 
     def now(self) -> datetime:
         """The stand-in's clock: the real time plus whatever :meth:`advance` added."""
-        return datetime.now(timezone.utc) + self._offset
+        return datetime.now(UTC) + self._offset
 
     def advance(self, *, hours: float = 0.0, minutes: float = 0.0) -> datetime:
         """Let time pass on the stand-in's clock (queued requests expire, maintenance windows open)."""

@@ -7,7 +7,8 @@ Modules: ``catalog`` (the lessons' front matter, the one reader of lesson metada
 rehearsal), ``reference`` (the stable outputs CI compares), ``workshop`` (the instructor guide),
 ``release`` (tag a release once setup cell, badges and version agree), ``site`` (the website),
 ``translate`` (the Korean edition), ``errors_page`` (the error atlas pages), ``device`` (the GPU
-machine's run), ``maxtext_run`` (the
+machine's run), ``pins`` (binder's requirement files from the one pins file, ``tpututor/data/pins.toml``,
+and its check), ``maxtext_run`` (the
 MaxText run ``make maxtext-run`` records for lesson 13 (bring your own model), in its own venv).
 
 Every tool finds the lessons in the repository it runs in (or a folder you name), never next to

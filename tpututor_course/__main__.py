@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import sys
 
-COMMANDS = ("run", "stamp", "student", "workshop", "reference", "release", "errors_page", "device", "site", "translate")
+COMMANDS = (
+    "run",
+    "stamp",
+    "student",
+    "workshop",
+    "reference",
+    "release",
+    "errors_page",
+    "device",
+    "site",
+    "translate",
+    "pins",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tpututor.launch import pins
+
 from . import catalog
 
 __all__ = ["CARRIED", "PRESENT", "IMAGE", "DEVICE_PYTHON", "bundle", "check", "summarize_bench", "main"]
@@ -75,18 +77,9 @@ PRESENT = frozenset(
         "tensorstore",
     }
 )
-# The image, for the rehearsal here (versions that resolve together with JAX 0.11.2 on PyPI today).
-IMAGE = (
-    "jax==0.11.2",
-    "jaxlib==0.11.2",
-    "flax==0.12.12",
-    "optax==0.2.8",
-    "orbax-checkpoint==0.12.8",
-    "matplotlib==3.11.2",
-    "pandas==3.1.1",
-    "tqdm==4.70.1",
-    "transformers==5.24.0",
-)
+# The image, for the rehearsal here (versions that resolve together with JAX 0.11.2 on PyPI today):
+# [device] in tpututor/data/pins.toml.
+IMAGE: tuple[str, ...] = tuple(f"{name}=={version}" for name, version in pins()["device"].items())
 BUNDLE_LIMIT_MB = 48  # leaves room for the repository inside the 64 MiB that travel
 LESSON_TIMEOUT = {"full": 150, "ci": 240}
 BUDGET_S = 540  # the whole check, under the machine's 10-minute command limit

@@ -196,7 +196,7 @@ def run(
 ) -> dict[str, Any]:
     """Run the steps (each recorded, even a failed one), write ``out/maxtext-cpu-run.json`` and ``.log``."""
     root = Path.cwd()
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     work = work.resolve()  # Orbax writes to absolute paths only
     if work.exists():
         shutil.rmtree(work)
@@ -284,7 +284,7 @@ def run(
         tensors = _last_json(inspected["output"])
         ok = inspected["returncode"] == 0 and tensors is not None
 
-    finished = dt.datetime.now(dt.timezone.utc)
+    finished = dt.datetime.now(dt.UTC)
     venv = Path(maxtext_python).parent.parent
     requirements = root / "binder" / "maxtext-requirements.txt"
     record: dict[str, Any] = {
