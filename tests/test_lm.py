@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import PYTHON, ROOT, run_python
-from tpututor import lm
+from tpututor import lm, lm_config
 
 TINY = lm.Config(d_model=32, n_layers=1, n_heads=2, d_ff=64, seq_len=16)
 
@@ -28,12 +28,15 @@ def one_device():
     return lm.make_mesh(devices=jax.devices()[:1])
 
 
-def test_importing_lm_loads_no_framework():
+def test_the_model_shape_imports_no_framework_and_the_model_imports_jax_but_not_grain_or_orbax():
     out = run_python(
-        "import sys, tpututor.lm, tpututor.mfu\n"
-        "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax', 'grain', 'numpy') if m in sys.modules))"
+        "import sys, tpututor.lm_config, tpututor.mfu\n"
+        "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax', 'grain', 'numpy') if m in sys.modules))\n"
+        "import tpututor.lm\n"
+        "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax', 'grain') if m in sys.modules))"
     )
-    assert out.strip() == "[]"
+    assert out.split() == ["[]", "['flax',", "'jax',", "'optax']"]
+    assert lm.Config is lm_config.Config and lm.PROFILES is lm_config.PROFILES
 
 
 def test_encode_decode_round_trips_any_utf8_text_and_ascii_is_its_own_code():

@@ -19,6 +19,8 @@ FRAMEWORK_MODULES = (
     "tpututor.serving.prefix",
     "tpututor.serving.speculative",
     "tpututor.serving.kvquant",
+    "tpututor.decode",
+    "tpututor.lm",
 )
 
 

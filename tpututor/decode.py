@@ -4,7 +4,7 @@ Everything here reads the parameters of :mod:`tpututor.lm` as the nested dict th
 ``nnx.to_pure_dict(nnx.state(model, nnx.Param))`` gives (``blocks/<i>/query/kernel``, ...), and
 computes what ``lm.LM`` computes, with the same dtypes (bf16 matmuls, f32 norms and softmax):
 
-* costs without JAX: :func:`decode_cost` and :func:`prefill_cost` (FLOPs and bytes from the shapes),
+* costs from the shapes alone (plain arithmetic, no arrays): :func:`decode_cost` and :func:`prefill_cost`,
   :func:`min_step_seconds` (scaling-book's bound) and :func:`critical_batch` (from the chip table);
 * :func:`serving_params` (weights cast once to the compute dtype), :func:`init_cache`, and
   :func:`forward`: tokens at given positions through the model, keys and values written into a
@@ -23,7 +23,10 @@ Bad input is a clear error, never silently wrong tokens: a prompt that does not 
 (:class:`CacheFull`), a slot that is taken or does not exist (:class:`SlotsFull`), a page table
 pointing outside the pool (:class:`PageTableError`).
 
-JAX and Flax are imported inside the functions that use them.
+This module exists to run the model: it imports JAX, NumPy and Flax (and :mod:`tpututor.lm`) at its
+top. Importing it creates no array and touches no device, so a lesson may still choose its
+(simulated) devices after the import, before the first call. The JAX-free serving plan is
+:mod:`tpututor.serving.planner`.
 """
 
 from __future__ import annotations
@@ -31,13 +34,20 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import hardware, mfu, roofline
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding, SingleDeviceSharding
+
+from . import hardware, hlo, lm, mfu, roofline
 from .validate import positive_ints
 
 __all__ = [
@@ -104,7 +114,7 @@ class PageTableError(ValueError):
     """A page table entry points outside the page pool."""
 
 
-# --------------------------------------------------------------------------- costs (no JAX)
+# --------------------------------------------------------------------------- costs (from the shapes)
 
 
 @dataclass(frozen=True)
@@ -273,8 +283,6 @@ def critical_batch(chip: str | hardware.Chip, *, bytes_per_weight: float = 2, co
 
 
 def _dtype(cfg: Any):
-    import jax.numpy as jnp
-
     return jnp.dtype(cfg.compute_dtype)
 
 
@@ -284,9 +292,6 @@ def serving_params(params: Mapping[str, Any], cfg: Any):
     ``lm.LM`` casts its float32 master weights to bf16 in every layer, so the logits are the same;
     a decode step then reads half the bytes.
     """
-    import jax
-    import jax.numpy as jnp
-
     dt = _dtype(cfg)
     return jax.tree.map(lambda a: a.astype(dt) if a.ndim == 2 and jnp.issubdtype(a.dtype, jnp.floating) else a, params)
 
@@ -294,13 +299,6 @@ def serving_params(params: Mapping[str, Any], cfg: Any):
 def random_params(cfg: Any, seed: int = 0):
     """A same-shaped model's parameters with random weights: ``lm.LM``'s initialisation (normal(0, 0.02)
     matrices, unit norm scales), drawn with NumPy (compiling JAX's random initialiser takes seconds on a CPU)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from flax import nnx
-
-    from . import lm
-
     shapes = jax.eval_shape(lambda: nnx.to_pure_dict(nnx.state(lm.LM(cfg, nnx.Rngs(0)), nnx.Param)))
     rng = np.random.default_rng(seed)
 
@@ -319,9 +317,6 @@ def init_cache(cfg: Any, batch: int, length: int | None = None, dtype: str | Non
     arrays are committed to ``device`` (default: the first one), as the caches a step returns are:
     a step called first with an uncommitted cache and then with its own output would compile twice.
     """
-    import jax
-    import jax.numpy as jnp
-
     length = cfg.seq_len if length is None else length
     positive_ints(batch=batch, length=length)
     if length > cfg.seq_len:
@@ -340,8 +335,6 @@ def init_cache(cfg: Any, batch: int, length: int | None = None, dtype: str | Non
 
 def cache_bytes(cache) -> int:
     """Bytes a cache holds (every layer's keys and values)."""
-    import jax
-
     return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(cache))
 
 
@@ -349,17 +342,12 @@ def cache_bytes(cache) -> int:
 
 
 def _rms_norm(x, scale, eps: float = 1e-6):
-    import jax
-    import jax.numpy as jnp
-
     x = x.astype(jnp.float32)
     return x * (jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * scale)
 
 
 def _dense(x, p: Mapping[str, Any], dt):
     """x @ kernel in ``dt``; an int8 kernel (``quantize_int8``) is scaled per output column after the product."""
-    import jax.numpy as jnp
-
     kernel = p["kernel"]
     if "scale" in p:
         y = jnp.dot(x.astype(dt), kernel.astype(dt), preferred_element_type=jnp.float32)
@@ -369,8 +357,6 @@ def _dense(x, p: Mapping[str, Any], dt):
 
 def write_rows(cache, update, pos):
     """Write ``update`` (B, T, ...) into ``cache`` (B, S, ...) at row ``pos[b]`` of each sequence (in the cache's dtype)."""
-    import jax
-
     write = jax.vmap(lambda c, u, p: jax.lax.dynamic_update_slice(c, u.astype(c.dtype), (p,) + (0,) * (c.ndim - 1)))
     return write(cache, update, pos)
 
@@ -407,11 +393,6 @@ def forward(
     cache holds keys and values (:func:`store_kv` and :func:`load_kv`: as they are; an int8
     cache, :mod:`tpututor.serving.kvquant`, passes its own pair).
     """
-    import jax
-    import jax.numpy as jnp
-
-    from . import lm
-
     dt = _dtype(cfg)
     b, t = tokens.shape
     pos = jnp.asarray(pos, jnp.int32).reshape(b)
@@ -443,8 +424,6 @@ def make_prefill(cfg: Any):
 
     Prompts are padded to T; row b's next token is read at ``lengths[b] - 1``. Compiled once per T.
     """
-    import jax
-    import jax.numpy as jnp
 
     def prefill(params, tokens, cache, lengths):
         logits, cache = forward(params, tokens, cache, jnp.zeros(tokens.shape[0], jnp.int32), cfg=cfg)
@@ -456,8 +435,6 @@ def make_prefill(cfg: Any):
 
 def greedy(logits, key=None):
     """The most likely token of each row."""
-    import jax.numpy as jnp
-
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
 
@@ -469,7 +446,6 @@ def make_step(cfg: Any, sample: Callable | None = None, *, donate: bool = True):
     ``sample(logits, key)`` picks the next tokens (default: greedy; a sampler then also takes a
     ``key`` argument after ``pos``). The old cache is donated: its buffers are reused.
     """
-    import jax
 
     def step(params, tokens, cache, pos, key=None):
         logits, cache = forward(params, tokens[:, None], cache, pos, cfg=cfg)
@@ -484,16 +460,9 @@ def recompute_step(cfg: Any):
     ``step(params, window (B, seq_len), t) -> (window with token t filled in, t + 1)``: the
     logits at position t - 1 choose token t.
     """
-    import jax
-    import jax.numpy as jnp
-
-    from . import lm
-
     graph = lm.graphdef(cfg)
 
     def step(params, window, t):
-        from flax import nnx
-
         logits = nnx.merge(graph, params)(window)
         nxt = jnp.argmax(jax.lax.dynamic_index_in_dim(logits, t - 1, axis=1, keepdims=False), axis=-1)
         return jax.lax.dynamic_update_index_in_dim(window, nxt.astype(window.dtype), t, axis=1), t + 1
@@ -542,10 +511,6 @@ def generate(
     step=None,
 ) -> list[list[int]]:
     """Greedy continuations of equal-length ``prompts``, decoded together with a KV cache."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
     cache_len = cache_len or cfg.seq_len
     lengths = {len(p) for p in prompts}
     if len(lengths) != 1:
@@ -579,8 +544,6 @@ def quantize_int8(w):
     Each column is scaled so that its largest magnitude maps to 127; ``kernel * scale`` gives the
     weight back to within half a step of that column.
     """
-    import jax.numpy as jnp
-
     w = jnp.asarray(w, jnp.float32)
     if w.ndim != 2:
         raise ValueError(f"quantize_int8 takes a (in, out) matrix, got shape {w.shape}")
@@ -591,8 +554,6 @@ def quantize_int8(w):
 
 def dequantize(p: Mapping[str, Any]):
     """The float32 matrix an int8 ``{"kernel", "scale"}`` stands for."""
-    import jax.numpy as jnp
-
     return p["kernel"].astype(jnp.float32) * p["scale"]
 
 
@@ -621,12 +582,6 @@ def dequantized_copies(hlo_text: str, params: Mapping[str, Any]) -> list[str]:
     the int8 weights. An empty list means every conversion happens inside the fusion that does
     the product, the weights crossing from memory as int8.
     """
-    import re
-
-    import jax
-
-    from . import hlo
-
     kernels = [leaf for leaf in jax.tree.leaves(params) if getattr(leaf, "ndim", 0) == 2 and str(leaf.dtype) == "int8"]
     if not kernels:
         raise ValueError("params holds no int8 matrices: pass the tree quantize_params returned")
@@ -665,7 +620,6 @@ class Request:
 @functools.lru_cache(maxsize=1)
 def _insert_fn():
     """``insert(cache, one, slot)``: a one-sequence cache copied into row ``slot`` of the batched one (donated)."""
-    import jax
 
     def insert(cache, one, slot):
         put = lambda big, small: jax.lax.dynamic_update_slice_in_dim(big, small, slot, axis=0)
@@ -683,9 +637,6 @@ class Batcher:
     """
 
     def __init__(self, params, cfg: Any, slots: int, cache_len: int | None = None):
-        import jax
-        import jax.numpy as jnp
-
         positive_ints(slots=slots)
         self.params, self.cfg, self.slots = params, cfg, slots
         self.cache_len = cache_len or cfg.seq_len
@@ -706,9 +657,6 @@ class Batcher:
 
     def insert(self, request: Request, slot: int | None = None) -> int:
         """Prefill ``request`` and put it in ``slot`` (default: the first free one); returns the slot."""
-        import jax.numpy as jnp
-        import numpy as np
-
         check_fits(len(request.prompt), request.new_tokens, self.cache_len)
         free = self.free_slots()
         if slot is None:
@@ -748,8 +696,6 @@ class Batcher:
         per step, which is what lets a request stream its tokens (and would let it stop at an
         end token). Engines hide it by reading step n's tokens while step n + 1 runs.
         """
-        import numpy as np
-
         if all(r is None for r in self.active):
             return []
         self.tokens, self.cache, self.pos = self._step(self.params, self.tokens, self.cache, self.pos)
@@ -812,15 +758,11 @@ def one_at_a_time(
 
 
 def _concrete(x) -> bool:
-    import jax
-
     return not isinstance(x, jax.core.Tracer)
 
 
 def check_page_table(page_table, num_pages: int, lengths=None, page_size: int | None = None) -> None:
     """Raise :class:`PageTableError` for an entry outside ``0 .. num_pages - 1``, or too few pages for a length."""
-    import numpy as np
-
     table = np.asarray(page_table)
     if table.ndim != 2:
         raise PageTableError(f"a page table is (sequences, pages per sequence), got shape {table.shape}")
@@ -850,9 +792,6 @@ def pages_from_cache(k, v, page_size: int, num_pages: int, page_order=None):
     ``page_size`` tokens goes to page ``page_order[b * S // page_size + j]`` (default: in order).
     Returns (pool, page_table (B, S // page_size) int32).
     """
-    import jax.numpy as jnp
-    import numpy as np
-
     b, s, h, d = k.shape
     if s % page_size:
         raise ValueError(f"the cache length {s} is not a multiple of page_size={page_size}")
@@ -873,9 +812,6 @@ def pages_from_cache(k, v, page_size: int, num_pages: int, page_order=None):
 
 def contiguous_attention(q, k, v, lengths):
     """One query per sequence against a contiguous cache: q (B, H, Dh), k and v (B, S, H, Dh), lengths (B,)."""
-    import jax
-    import jax.numpy as jnp
-
     scores = jnp.einsum("bhd,bkhd->bhk", q, k, preferred_element_type=jnp.float32) / math.sqrt(q.shape[-1])
     mask = jnp.arange(k.shape[1])[None, None, :] < jnp.asarray(lengths)[:, None, None]
     probs = jax.nn.softmax(jnp.where(mask, scores, jnp.finfo(jnp.float32).min), axis=-1)
@@ -894,8 +830,6 @@ def paged_attention(q, pool, page_table, lengths):
     before attending: it saves memory held, not bytes read. A paged-attention kernel reads the
     pages where they lie instead.
     """
-    import jax.numpy as jnp
-
     if _concrete(page_table):
         check_page_table(page_table, pool.shape[0], lengths if _concrete(lengths) else None, pool.shape[1])
     table = jnp.asarray(page_table)
@@ -912,8 +846,6 @@ def paged_attention(q, pool, page_table, lengths):
 
 def host_memory(device=None) -> str | None:
     """``"pinned_host"`` if ``device`` has that memory kind (JAX memory spaces), else None."""
-    import jax
-
     device = device or jax.devices()[0]
     kinds = {m.kind for m in device.addressable_memories()}
     return "pinned_host" if "pinned_host" in kinds else None
@@ -921,9 +853,6 @@ def host_memory(device=None) -> str | None:
 
 def offload(x, memory_kind: str, device=None):
     """``x`` copied to ``memory_kind`` ("pinned_host" or "device") of ``device`` with ``jax.device_put``."""
-    import jax
-    from jax.sharding import SingleDeviceSharding
-
     device = device or next(iter(x.devices()))
     return jax.device_put(x, SingleDeviceSharding(device, memory_kind=memory_kind))
 
@@ -935,9 +864,6 @@ def host_placement(fn: Callable, *args, device=None) -> tuple[str | None, str]:
     backend refuses such a program (JAX 0.7.2 on a CPU: "No registered implementation ...
     annotate_device_placement"; JAX 0.10.2 compiles it), the reason comes back instead of an exception.
     """
-    import jax
-    from jax.sharding import SingleDeviceSharding
-
     device = device or jax.devices()[0]
     if host_memory(device) is None:
         return None, f"{device.device_kind} lists no pinned_host memory"
@@ -974,18 +900,11 @@ SERVING_RULES: dict[str, Any] = {
 
 def cache_spec(mesh, rules: Mapping[str, Any] = SERVING_RULES):
     """The PartitionSpec of one (batch, length, heads, head_dim) cache array: batch and heads split."""
-    from . import lm
-
     return lm.spec_for(("batch", "length", "heads", None), rules, mesh)
 
 
 def serving_shardings(params, cache, mesh, rules: Mapping[str, Any] = SERVING_RULES):
     """(parameter shardings, cache shardings) on ``mesh``: weights by ``lm``'s logical axes, the cache by batch and heads."""
-    import jax
-    from jax.sharding import NamedSharding
-
-    from . import lm
-
     spec = cache_spec(mesh, rules)
     for leaf in jax.tree.leaves(cache):  # a clear error for a batch or head count that does not divide
         lm.spec_for(("batch", "length", "heads", None), rules, mesh, leaf.shape, "the KV cache")

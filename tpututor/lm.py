@@ -29,18 +29,22 @@ the train state, or ``nnx.state(model, nnx.Param)``)::
 
 ``load(directory)`` returns ``(config, model)`` from the latest checkpoint of a training run.
 
-Frameworks (JAX, Flax, Optax, Orbax, grain, NumPy) are imported inside the functions that use
-them, so ``import tpututor.lm`` stays cheap; the model classes are built on first use.
+JAX, Flax, Optax and NumPy are imported at the top, like any model file. grain, Orbax and
+Hugging Face ``datasets`` are imported by the functions that use them (the pipeline, the
+checkpoints, :func:`load_texts`), so a lesson that only builds or serves the model does not need
+them installed. The model's shape, :class:`Config`, lives in :mod:`tpututor.lm_config`, which
+imports no framework (lesson 11 (operations) sizes a run from it without JAX).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import inspect
 import json
+import math
 import os
+import queue
 import re
 import sys
 import sysconfig
@@ -49,6 +53,17 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from . import hosts, tblog
+from .lm_config import PROFILES, VOCAB, Config, config_for
 
 __all__ = [
     "Config",
@@ -63,8 +78,8 @@ __all__ = [
     "dataset",
     "to_device",
     "device_prefetch",
-    "LM",  # noqa: F822 (built on first use by __getattr__)
-    "Block",  # noqa: F822
+    "LM",
+    "Block",
     "attention",
     "POLICIES",
     "PARAM_AXES",
@@ -96,86 +111,8 @@ __all__ = [
     "CheckpointMismatch",
 ]
 
-VOCAB = 256  # one token per byte of the text's UTF-8 encoding: ASCII is one byte, Hangul three
-
-
 # --------------------------------------------------------------------------- configuration
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """The model's shape. ``compute_dtype`` is what matmuls run in; ``param_dtype`` the master weights."""
-
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 256
-    seq_len: int = 64
-    vocab: int = VOCAB
-    compute_dtype: str = "bfloat16"
-    param_dtype: str = "float32"
-
-    def __post_init__(self):
-        for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "vocab"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Config.{name} must be a positive integer, got {value!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads} "
-                f"(each head gets d_model // n_heads columns)"
-            )
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> Config:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
-
-    def n_params(self) -> int:
-        """Every parameter, embeddings and norms included."""
-        d, L = self.d_model, self.n_layers
-        per_block = 4 * d * d + 2 * d * self.d_ff + 2 * d
-        return self.vocab * d + self.seq_len * d + L * per_block + d + d * self.vocab
-
-
-# ci: the whole lesson in about a minute on 2 cores. full: minutes on a laptop CPU.
-PROFILES: dict[str, Config] = {
-    "ci": Config(d_model=64, n_layers=2, n_heads=4, d_ff=256, seq_len=64),
-    "full": Config(d_model=256, n_layers=4, n_heads=4, d_ff=1024, seq_len=128),
-}
-
-# On an accelerator (full profile): (least HBM GiB per chip, config). Sized so that the f32 state
-# (16 bytes per parameter with Adam) and the activations of a 32-sequence batch fit with room left.
-_ACCELERATOR_SIZES = (
-    (64, Config(d_model=1024, n_layers=16, n_heads=16, d_ff=4096, seq_len=1024)),
-    (16, Config(d_model=768, n_layers=12, n_heads=12, d_ff=3072, seq_len=1024)),
-    (0, Config(d_model=512, n_layers=8, n_heads=8, d_ff=2048, seq_len=512)),
-)
-
-
-def config_for(profile: str, device_kind: str | None = None, platform: str = "cpu") -> Config:
-    """The config for a run profile; with ``profile="full"`` on a TPU or GPU, sized from the chip's HBM.
-
-    ``device_kind`` is JAX's ``device.device_kind``; the chip table (:mod:`tpututor.hardware`)
-    gives its memory, divided by its ``jax_devices_per_chip`` (a v3 chip is two JAX devices, each
-    with half the HBM). The ``ci`` profile is tiny everywhere.
-    """
-    from . import hardware
-
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
-    if profile == "ci" or platform == "cpu" or device_kind is None:
-        return PROFILES[profile]
-    chip = hardware.find(device_kind)
-    hbm = chip.hbm_gib / chip.jax_devices_per_chip if chip and chip.hbm_gib else 0  # per JAX device
-    return next(cfg for least, cfg in _ACCELERATOR_SIZES if hbm >= least)
+# Config, PROFILES, config_for and VOCAB live in tpututor.lm_config (no framework) and are re-exported here.
 
 
 # --------------------------------------------------------------------------- tokenizer and corpus
@@ -183,7 +120,6 @@ def config_for(profile: str, device_kind: str | None = None, platform: str = "cp
 
 def encode(text: str):
     """Text -> int32 token ids: the bytes of its UTF-8 encoding (an ASCII character is its code)."""
-    import numpy as np
 
     return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
 
@@ -330,7 +266,6 @@ def dataset(tokens, seq_len: int, global_batch: int, *, seed: int = 0, process_i
 def write_shards(text: str, directory: str | os.PathLike, shards: int = 8) -> list[str]:
     """``text``'s tokens cut into ``shards`` files ``shard-00003-of-00008.npy`` (uint8) in ``directory``:
     the folder stands in for a Cloud Storage bucket (a ``gs://`` path works too, through ``etils.epath``)."""
-    import numpy as np
     from etils import epath
 
     root = epath.Path(directory)
@@ -350,7 +285,6 @@ def read_shards(directory: str | os.PathLike, shard_options=None):
     ``grain.sharding.ShardByJaxProcess()``: ``jax.process_index()`` of ``jax.process_count()``).
     Each host opens only its own files; for ``gs://`` the same call reads through ``etils.epath``."""
     import grain
-    import numpy as np
     from etils import epath
 
     opts = shard_options if shard_options is not None else grain.sharding.ShardByJaxProcess(drop_remainder=True)
@@ -370,7 +304,6 @@ def read_shards(directory: str | os.PathLike, shard_options=None):
 
 def to_device(batch: Mapping[str, Any], sharding) -> dict:
     """This process's rows -> global arrays laid out by ``sharding`` (one call per host on a slice)."""
-    import jax
 
     return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}
 
@@ -381,7 +314,6 @@ def device_prefetch(batches: Iterator[Mapping[str, Any]], sharding, size: int = 
     While the training step runs (JAX dispatches it and returns at once), the thread reads the
     next batch from ``batches`` and copies it to the devices. Stop early with ``.close()``.
     """
-    import queue
 
     q: queue.Queue = queue.Queue(maxsize=size)
     done, stop = object(), threading.Event()
@@ -427,8 +359,6 @@ def device_prefetch(batches: Iterator[Mapping[str, Any]], sharding, size: int = 
 
 def attention(q, k, v, mask):
     """Softmax attention per head. q: (B, Sq, H, Dh), k and v: (B, Sk, H, Dh), mask: (Sq, Sk) bool."""
-    import jax
-    import jax.numpy as jnp
 
     scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(q.shape[-1])
     scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
@@ -436,80 +366,61 @@ def attention(q, k, v, mask):
     return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
 
 
-@functools.cache
-def _classes():
-    """Build the NNX classes on first use (flax is imported here, not when tpututor.lm is)."""
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
-
-    init = nnx.initializers.normal(0.02)
-
-    class Block(nnx.Module):
-        """Pre-norm Transformer block: causal self-attention, then a GELU MLP, each with a residual."""
-
-        def __init__(self, cfg: Config, rngs: nnx.Rngs):
-            d, dt, pdt = cfg.d_model, jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
-            dense = functools.partial(
-                nnx.Linear, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=init, rngs=rngs
-            )
-            self.n_heads = cfg.n_heads
-            self.norm1 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
-            self.query, self.key, self.value = dense(d, d), dense(d, d), dense(d, d)
-            self.out = dense(d, d)
-            self.norm2 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
-            self.up, self.down = dense(d, cfg.d_ff), dense(cfg.d_ff, d)
-
-        def __call__(self, x, mask):
-            b, s, d = x.shape
-            h = self.norm1(x)
-            q, k, v = (f(h).reshape(b, s, self.n_heads, d // self.n_heads) for f in (self.query, self.key, self.value))
-            x = x + self.out(attention(q, k, v, mask).reshape(b, s, d)).astype(x.dtype)
-            return x + self.down(jax.nn.gelu(self.up(self.norm2(x)))).astype(x.dtype)
-
-    class LM(nnx.Module):
-        """Token and position embeddings, ``n_layers`` blocks, a final norm and the vocabulary projection."""
-
-        def __init__(self, cfg: Config, rngs: nnx.Rngs):
-            dt, pdt = jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
-            self.cfg = cfg
-            self.embed = nnx.Embed(cfg.vocab, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=init, rngs=rngs)
-            self.pos_embed = nnx.Embed(
-                cfg.seq_len, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=init, rngs=rngs
-            )
-            self.blocks = nnx.data([Block(cfg, rngs) for _ in range(cfg.n_layers)])
-            self.norm = nnx.RMSNorm(cfg.d_model, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
-            self.head = nnx.Linear(
-                cfg.d_model, cfg.vocab, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=init, rngs=rngs
-            )
-
-        def __call__(self, tokens, *, remat: Callable | None = None, constrain: Callable | None = None):
-            """tokens (B, S) int -> logits (B, S, vocab) in float32.
-
-            ``remat`` wraps each block (``jax.checkpoint`` with a policy); ``constrain(x, axes)``
-            pins an activation's sharding by logical axes (see :func:`make_train_step`).
-            """
-            s = tokens.shape[1]
-            mask = jnp.tril(jnp.ones((s, s), bool))
-            x = self.embed(tokens) + self.pos_embed(jnp.arange(s))[None]
-            for block in self.blocks:
-                if constrain is not None:
-                    x = constrain(x, ("batch", "length", "act_embed"))
-                x = remat(block)(x, mask) if remat is not None else block(x, mask)
-            return self.head(self.norm(x)).astype(jnp.float32)
-
-    return Block, LM
+_INIT = nnx.initializers.normal(0.02)  # every weight: N(0, 0.02), as GPT-2
 
 
-def __getattr__(name: str):  # lm.LM and lm.Block are built when first asked for
-    if name in ("LM", "Block"):
-        return dict(zip(("Block", "LM"), _classes()))[name]
-    raise AttributeError(f"module 'tpututor.lm' has no attribute {name!r}")
+class Block(nnx.Module):
+    """Pre-norm Transformer block: causal self-attention, then a GELU MLP, each with a residual."""
+
+    def __init__(self, cfg: Config, rngs: nnx.Rngs):
+        d, dt, pdt = cfg.d_model, jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
+        dense = functools.partial(nnx.Linear, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=_INIT, rngs=rngs)
+        self.n_heads = cfg.n_heads
+        self.norm1 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
+        self.query, self.key, self.value = dense(d, d), dense(d, d), dense(d, d)
+        self.out = dense(d, d)
+        self.norm2 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
+        self.up, self.down = dense(d, cfg.d_ff), dense(cfg.d_ff, d)
+
+    def __call__(self, x, mask):
+        b, s, d = x.shape
+        h = self.norm1(x)
+        q, k, v = (f(h).reshape(b, s, self.n_heads, d // self.n_heads) for f in (self.query, self.key, self.value))
+        x = x + self.out(attention(q, k, v, mask).reshape(b, s, d)).astype(x.dtype)
+        return x + self.down(jax.nn.gelu(self.up(self.norm2(x)))).astype(x.dtype)
+
+
+class LM(nnx.Module):
+    """Token and position embeddings, ``n_layers`` blocks, a final norm and the vocabulary projection."""
+
+    def __init__(self, cfg: Config, rngs: nnx.Rngs):
+        dt, pdt = jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
+        self.cfg = cfg
+        self.embed = nnx.Embed(cfg.vocab, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=_INIT, rngs=rngs)
+        self.pos_embed = nnx.Embed(cfg.seq_len, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=_INIT, rngs=rngs)
+        self.blocks = nnx.data([Block(cfg, rngs) for _ in range(cfg.n_layers)])
+        self.norm = nnx.RMSNorm(cfg.d_model, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
+        self.head = nnx.Linear(
+            cfg.d_model, cfg.vocab, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=_INIT, rngs=rngs
+        )
+
+    def __call__(self, tokens, *, remat: Callable | None = None, constrain: Callable | None = None):
+        """tokens (B, S) int -> logits (B, S, vocab) in float32.
+
+        ``remat`` wraps each block (``jax.checkpoint`` with a policy); ``constrain(x, axes)``
+        pins an activation's sharding by logical axes (see :func:`make_train_step`).
+        """
+        s = tokens.shape[1]
+        mask = jnp.tril(jnp.ones((s, s), bool))
+        x = self.embed(tokens) + self.pos_embed(jnp.arange(s))[None]
+        for block in self.blocks:
+            if constrain is not None:
+                x = constrain(x, ("batch", "length", "act_embed"))
+            x = remat(block)(x, mask) if remat is not None else block(x, mask)
+        return self.head(self.norm(x)).astype(jnp.float32)
 
 
 def _policies() -> dict:
-    import jax
-
     cp = jax.checkpoint_policies
     return {
         "none": None,
@@ -524,7 +435,6 @@ POLICIES = ("none", "full", "dots", "dots_all")  # remat policy names for make_t
 
 def remat_wrapper(policy) -> Callable | None:
     """``policy`` (a name in POLICIES, or a ``jax.checkpoint_policies`` function) -> a block wrapper."""
-    import jax
 
     if isinstance(policy, str):
         if policy not in POLICIES:
@@ -575,10 +485,6 @@ class ShardingRuleError(ValueError):
 
 def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, devices: Sequence | None = None):
     """A mesh with axes ``data``, ``fsdp`` and ``tensor`` (Auto axis types), over ``devices``."""
-    import math
-
-    import jax
-    from jax.sharding import AxisType
 
     devices = list(jax.devices() if devices is None else devices)
     shape = (data, fsdp, tensor)
@@ -623,7 +529,6 @@ def spec_for(
     Raises :class:`ShardingRuleError` for a rule naming an axis the mesh lacks, or a dimension
     that does not divide over its mesh axes.
     """
-    from jax.sharding import PartitionSpec as P
 
     used: set[str] = set()
     out = []
@@ -653,8 +558,6 @@ def spec_for(
 
 def shardings(tree, rules: Mapping[str, Any], mesh):
     """A ``NamedSharding`` for every leaf of ``tree`` (arrays or ShapeDtypeStructs), by its path."""
-    import jax
-    from jax.sharding import NamedSharding
 
     def one(keys, leaf):
         path = _path(keys)
@@ -665,7 +568,6 @@ def shardings(tree, rules: Mapping[str, Any], mesh):
 
 def batch_sharding(mesh, rules: Mapping[str, Any] = RULES):
     """How a (batch, length) array of tokens is laid out: rows split by the ``batch`` rule."""
-    from jax.sharding import NamedSharding
 
     return NamedSharding(mesh, spec_for(("batch", "length"), rules, mesh))
 
@@ -693,8 +595,6 @@ def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
     """AdamW (Optax) after clipping the gradients' global norm to 1; the learning rate warms up for
     ``steps // 10`` steps, then decays (cosine) to a tenth. Weight decay applies to matrices only
     (``ndim > 1``), not to the norms' scales."""
-    import jax
-    import optax
 
     warmup = max(1, steps // 10)
     schedule = optax.warmup_cosine_decay_schedule(
@@ -710,31 +610,25 @@ def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
 
 
 def _new_state(cfg: Config, tx, seed: int) -> dict:
-    import jax.numpy as jnp
-    from flax import nnx
-
-    model = _classes()[1](cfg, nnx.Rngs(seed))
+    model = LM(cfg, nnx.Rngs(seed))
     params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
 
 
 def graphdef(cfg: Config):
     """The model's structure without its values (static: what ``nnx.merge`` needs besides params)."""
-    from flax import nnx
 
-    return nnx.graphdef(nnx.eval_shape(lambda: _classes()[1](cfg, nnx.Rngs(0))))
+    return nnx.graphdef(nnx.eval_shape(lambda: LM(cfg, nnx.Rngs(0))))
 
 
 def abstract_state(cfg: Config, tx, seed: int = 0):
     """Shapes and dtypes of the train state, computed without allocating it."""
-    import jax
 
     return jax.eval_shape(lambda: _new_state(cfg, tx, seed))
 
 
 def init_state(cfg: Config, tx, seed: int = 0, mesh=None, rules: Mapping[str, Any] = RULES) -> dict:
     """The train state ``{"params", "opt_state", "step"}``, created directly in its shards on ``mesh``."""
-    import jax
 
     if mesh is None:
         return jax.jit(lambda: _new_state(cfg, tx, seed))()
@@ -744,15 +638,12 @@ def init_state(cfg: Config, tx, seed: int = 0, mesh=None, rules: Mapping[str, An
 
 def model_from(cfg: Config, params):
     """An ``LM`` holding ``params`` (a nested dict of arrays)."""
-    from flax import nnx
 
     return nnx.merge(graphdef(cfg), params)
 
 
 def loss_fn(params, graph, batch: Mapping[str, Any], *, remat=None, constrain=None):
     """Mean next-token cross-entropy (nats per token) of the model ``graph`` + ``params``."""
-    import optax
-    from flax import nnx
 
     logits = nnx.merge(graph, params)(batch["inputs"], remat=remat, constrain=constrain)
     return optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
@@ -760,8 +651,6 @@ def loss_fn(params, graph, batch: Mapping[str, Any], *, remat=None, constrain=No
 
 def train_step(state: dict, batch: Mapping[str, Any], *, graph, tx, remat=None, constrain=None):
     """One optimizer step: gradients of the loss (f32, as the master weights), then AdamW."""
-    import jax
-    import optax
 
     loss, grads = jax.value_and_grad(loss_fn)(state["params"], graph, batch, remat=remat, constrain=constrain)
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
@@ -778,8 +667,6 @@ def make_train_step(
     ``donate=True`` lets the new state reuse the old state's memory (``donate_argnums``).
     Lower and compile it ahead of time with ``.lower(state, batch).compile()``.
     """
-    import jax
-    from jax.sharding import NamedSharding
 
     abstract = abstract if abstract is not None else abstract_state(cfg, tx)
     state_sh = shardings(abstract, rules, mesh)
@@ -799,7 +686,6 @@ def make_train_step(
 
 def eval_step(cfg: Config):
     """A compiled held-out loss: ``eval_step(cfg)(params, batch)``."""
-    import jax
 
     graph = graphdef(cfg)
     return jax.jit(lambda params, batch: loss_fn(params, graph, batch))
@@ -877,7 +763,6 @@ def restore(manager, cfg: Config, target, step: int | None = None) -> dict:
     shardings: each array comes back in its shards on the mesh. A checkpoint of another config is a
     :class:`CheckpointMismatch` naming it.
     """
-    import jax
     import orbax.checkpoint as ocp
 
     step = manager.latest_step() if step is None else step
@@ -900,7 +785,6 @@ def load(directory: str | os.PathLike, step: int | None = None):
 
     The config comes from the checkpoint itself, so a serving process needs nothing else.
     """
-    import jax
     import orbax.checkpoint as ocp
 
     directory = checkpoint_path(directory)
@@ -924,10 +808,6 @@ def load(directory: str | os.PathLike, step: int | None = None):
 
 def generate(model, prompt: str, length: int = 200, *, temperature: float = 0.8, seed: int = 0) -> str:
     """``prompt`` continued by ``length`` sampled tokens (bytes; a sliding window of ``seq_len``)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from flax import nnx
 
     cfg = model.cfg
     graph, params = nnx.split(model)
@@ -980,7 +860,6 @@ def train(
     checkpoint at the same step (Orbax's preemption sync point) and return early: the returned
     losses then end before ``steps``.
     """
-    import jax
 
     mesh = mesh if mesh is not None else make_mesh(data=jax.device_count())
     check_batch(batch, mesh, rules)
@@ -1067,8 +946,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--logdir", help="write loss and seconds per step as TensorBoard event files here (process 0)")
     args = parser.parse_args(argv)
 
-    import jax
-
     if args.cpu_devices:
         jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     if args.coordinator:
@@ -1077,8 +954,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             coordinator_address=args.coordinator, num_processes=args.num_processes, process_id=args.process_id
         )
     if args.distributed:
-        from . import hosts
-
         options = hosts.initialize_options(accepted=inspect.signature(jax.distributed.initialize).parameters)
         jax.distributed.initialize(**options)  # + the launcher's short timeouts, if any
         print(
@@ -1098,8 +973,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     lead = jax.process_index() == 0 or not args.distributed  # who prints progress and writes metrics
     writer = None
     if args.logdir and jax.process_index() == 0:
-        from . import tblog
-
         writer = tblog.Writer(args.logdir)
     last = [time.perf_counter()]
 
