@@ -1,7 +1,7 @@
 """The protocol-buffer wire format, read and written with the standard library.
 
 Two files the course reads are protocol buffers without a schema package at hand: TensorBoard's
-event files (``tblog``) and the device memory profile JAX writes in pprof's format (``profile``).
+event files (``tblog``) and the device memory profile JAX writes in pprof's format (``pprof``).
 The wire format is small and stable (protobuf.dev/programming-guides/encoding): each field is a
 varint key ``number << 3 | wire type`` and then its value, a varint (type 0), eight bytes (1),
 a length and that many bytes (2, also nested messages and packed repeated numbers) or four bytes

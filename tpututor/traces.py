@@ -8,10 +8,9 @@ each step (``StepTraceAnnotation``) into device compute, host-only work and
 idle time; :func:`time_in`, :func:`overlap` and :func:`host_waits` measure the input pipeline
 and the host's waits for device values; :func:`plot_timeline` draws it;
 :func:`compare` puts two profiles side by side. :func:`sample` captures a short
-loop with a chosen bottleneck, in one of several loop shapes (for practice). :func:`read_memory_profile`
-decodes ``jax.profiler.save_device_memory_profile``'s pprof file with the
-standard library. :func:`serve` starts XProf's web server on 127.0.0.1, and
-:func:`listening_addresses` says which addresses a port listens on.
+loop with a chosen bottleneck, in one of several loop shapes (for practice).
+The device memory profile (pprof) is read by :mod:`tpututor.pprof`, and XProf's web
+server is started on 127.0.0.1 by :mod:`tpututor.xprof_server`.
 
 Which events count as *device* work: on a TPU the "XLA Ops" line of each
 ``/device:...`` process; on a GPU its stream lines ("Stream #N(...)", leaving out
@@ -34,18 +33,11 @@ import gzip
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from . import protowire
 
 __all__ = [
     "Event",
@@ -68,13 +60,6 @@ __all__ = [
     "plot_timeline",
     "compare",
     "sample",
-    "Allocation",
-    "MemoryProfile",
-    "read_memory_profile",
-    "memory_table",
-    "listening_addresses",
-    "serve",
-    "Server",
 ]
 
 INPUT = "load batch"  # the lesson's name for the input pipeline's TraceAnnotation
@@ -707,227 +692,3 @@ def sample(
             worker.join()
         jax.block_until_ready((w, losses))
     return load(logdir)
-
-
-# --------------------------------------------------------------------------- device memory profile
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """One sample of a device memory profile: live buffers (or executables) made at one call site."""
-
-    kind: str  # "buffer" or "executable"
-    device: str  # e.g. "cpu:0", "tpu:0"
-    count: int
-    bytes: int
-    stack: tuple[str, ...]  # innermost frame first: "function (file:line)"
-
-    def site(self, skip: Sequence[str] = ("/jax/", "/jaxlib/", "site-packages", "<frozen")) -> str:
-        """The innermost frame outside JAX and the libraries: where your code asked for the memory."""
-        return next((f for f in self.stack if not any(s in f for s in skip)), self.stack[0] if self.stack else "?")
-
-
-@dataclass
-class MemoryProfile:
-    sample_types: list[tuple[str, str]]  # (type, unit) of each value: ("allocations", "count"), ("space", "bytes")
-    allocations: list[Allocation]
-
-    def total(self, kind: str = "buffer") -> int:
-        return sum(a.bytes for a in self.allocations if a.kind == kind)
-
-
-def _fields_of(buf: bytes):
-    """(field number, value) of each field of a protobuf message, wire types dropped."""
-    return ((number, value) for number, _, value in protowire.fields(buf))
-
-
-def read_memory_profile(source: str | os.PathLike | bytes) -> MemoryProfile:
-    """Decode a device memory profile (``jax.profiler.save_device_memory_profile``'s file, or
-    ``device_memory_profile()``'s bytes): gzip, then pprof's ``profile.proto``, read with the standard library.
-
-    Fields used (github.com/google/pprof, proto/profile.proto): Profile 1 sample_type, 2 sample, 4 location,
-    5 function, 6 string_table; Sample 1 location_id, 2 value, 3 label; Label 1 key, 2 str;
-    Location 1 id, 4 line; Line 1 function_id, 2 line; Function 1 id, 2 name, 4 filename."""
-    raw = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
-    try:
-        data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-        top: dict[int, list] = {}
-        for number, value in _fields_of(data):
-            top.setdefault(number, []).append(value)
-        strings = [s.decode("utf-8", "replace") for s in top.get(6, [])]
-        functions, locations = {}, {}
-        for msg in top.get(5, []):
-            f = dict(_fields_of(msg))
-            functions[f.get(1, 0)] = (strings[f.get(2, 0)], strings[f.get(4, 0)])
-        for msg in top.get(4, []):
-            loc_id, frames = 0, []
-            for number, value in _fields_of(msg):
-                if number == 1:
-                    loc_id = value
-                elif number == 4:
-                    line = dict(_fields_of(value))
-                    name, file = functions.get(line.get(1, 0), ("?", "?"))
-                    frames.append(f"{name} ({file}:{line.get(2, 0)})")
-            locations[loc_id] = frames
-        types = [(strings[t.get(1, 0)], strings[t.get(2, 0)]) for t in (dict(_fields_of(m)) for m in top.get(1, []))]
-        allocations = []
-        for msg in top.get(2, []):
-            loc_ids, values, labels = [], [], {}
-            for number, value in _fields_of(msg):
-                if number == 1:
-                    loc_ids += protowire.packed(value)
-                elif number == 2:
-                    values += protowire.packed(value)
-                elif number == 3:
-                    label = dict(_fields_of(value))
-                    labels[strings[label.get(1, 0)]] = strings[label.get(2, 0)]
-            by_type = dict(zip((t for t, _ in types), values))
-            stack = tuple(frame for i in loc_ids for frame in locations.get(i, []))
-            allocations.append(
-                Allocation(
-                    labels.get("kind", "?"),
-                    labels.get("device", "?"),
-                    int(by_type.get("allocations", 0)),
-                    int(by_type.get("space", 0)),
-                    stack,
-                )
-            )
-    except (ValueError, IndexError, EOFError, OSError) as exc:
-        raise ValueError(
-            f"not a pprof memory profile ({type(exc).__name__}: {exc}); write one with "
-            "jax.profiler.save_device_memory_profile(path)"
-        ) from exc
-    return MemoryProfile(types, allocations)
-
-
-def memory_table(profile: MemoryProfile, n: int = 8) -> str:
-    """The largest allocations: kind, device, count, MiB and the call site in your code."""
-    lines = ["| kind | device | count | MiB | where (innermost frame outside JAX) |", "|---|---|---|---|---|"]
-    for a in sorted(profile.allocations, key=lambda a: -a.bytes)[:n]:
-        device = a.device if a.device != "?" else "-"
-        lines.append(f"| {a.kind} | {device} | {a.count} | {a.bytes / 2**20:.2f} | `{a.site()}` |")
-    return "\n".join(lines)
-
-
-def listening_addresses(port: int) -> set[str]:
-    """The local addresses a TCP port listens on, read from ``/proc/net/tcp`` and ``tcp6`` (Linux):
-    "0.0.0.0" or "::" mean every interface. Empty when nothing listens, or off Linux."""
-    found = set()
-    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            address, hex_port = parts[1].rsplit(":", 1)
-            if parts[3] != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
-                continue
-            raw = bytes.fromhex(address)
-            words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))  # each 32-bit word is little-endian
-            found.add(socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, words))
-    return found
-
-
-# --------------------------------------------------------------------------- XProf
-
-
-_SERVER = """
-import sys
-from cheroot import wsgi
-from xprof import server as xs
-logdir, port = sys.argv[1], int(sys.argv[2])
-context = xs.TBContext(logdir, xs.DataProvider(logdir), xs.TBContext.Flags(False))
-context.hide_capture_profile_button = True
-context.enable_tab_name_label = False
-context.src_prefix = None
-plugin = xs.ProfilePluginLoader().load(context)
-wsgi.Server(("127.0.0.1", port), xs.make_wsgi_app(plugin)).start()
-"""
-
-
-@dataclass
-class Server:
-    """A running XProf server; stop it with :meth:`stop` (or use it in a ``with`` block)."""
-
-    process: subprocess.Popen
-    port: int
-    logdir: str
-    log: object = None  # the server's stderr, kept in a temporary file
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
-
-    def _get(self, path: str):
-        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
-            body = resp.read()
-        if body[:2] == b"\x1f\x8b":
-            body = gzip.decompress(body)
-        return json.loads(body)
-
-    def tools(self, run: str) -> list[str]:
-        """The XProf tools that can open ``run`` (trace viewer, op profile, ...)."""
-        return self._get(f"data/plugin/profile/run_tools?run={run}")
-
-    def runs(self) -> list[str]:
-        """The profile runs the server lists, read over HTTP."""
-        return self._get("data/plugin/profile/runs")
-
-    def hosts(self, run: str) -> list[str]:
-        """The hosts (trace files) of ``run``."""
-        return [h["hostname"] if isinstance(h, dict) else h for h in self._get(f"data/plugin/profile/hosts?run={run}")]
-
-    def tool_data(self, run: str, tool: str, host: str | None = None):
-        """What XProf's page for ``tool`` (e.g. "op_profile", "overview_page") is drawn from, as JSON."""
-        host = host if host is not None else self.hosts(run)[0]
-        return self._get(f"data/plugin/profile/data?run={run}&tag={tool}&host={host}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=15)
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def serve(logdir: str | os.PathLike, port: int | None = None, timeout: float = 90.0) -> Server:
-    """Start XProf's web server for ``logdir`` on 127.0.0.1 only, and wait until it answers.
-
-    (``xprof --logdir`` itself listens on every interface.) Needs ``pip install xprof``.
-    """
-    if port is None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    logdir = str(Path(logdir).resolve())
-    log = tempfile.TemporaryFile(mode="w+")  # a pipe could fill up and stall the server
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVER, logdir, str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        text=True,
-        start_new_session=True,
-    )
-    server = Server(proc, port, logdir, log)
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(f"XProf exited before answering: {log.read()[-1500:]}")
-        try:
-            server.runs()
-            return server
-        except OSError:
-            if time.monotonic() > deadline:
-                server.stop()
-                raise TimeoutError(f"XProf did not answer on {server.url} within {timeout:.0f} s") from None
-            time.sleep(0.5)

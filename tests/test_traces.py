@@ -1,11 +1,9 @@
-"""tpututor.profile on traces the installed JAX and torch_xla write, and the XProf server."""
+"""tpututor.traces on traces the installed JAX and torch_xla write, and its practice traces."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import socket
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import run_python
-from tpututor import profile as traces
+from tpututor import traces
 
 
 @pytest.fixture(scope="module")
@@ -153,17 +151,6 @@ def test_torch_xla_traces_read_the_same_way(tmp_path):
     assert "dot" in [name for name, *_ in traces.top_ops(t)] and len(t.step_events) == 2
 
 
-def listening_addresses(port: int) -> set[str]:
-    """The IPv4 addresses a TCP port listens on here, from /proc/net/tcp (state 0A = LISTEN)."""
-    found = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        local, state = line.split()[1], line.split()[3]
-        address, hex_port = local.split(":")
-        if state == "0A" and int(hex_port, 16) == port:
-            found.add(".".join(str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0)))
-    return found
-
-
 def test_a_multi_host_run_reads_every_hosts_file(tmp_path):
     run = tmp_path / "plugins" / "profile" / "r1"
     run.mkdir(parents=True)
@@ -178,25 +165,6 @@ def test_a_multi_host_run_reads_every_hosts_file(tmp_path):
     t = traces.load(tmp_path)
     assert t.hosts == ["host-a", "host-b"] and len(t.files) == 2
     assert {name for name, *_ in traces.top_ops(t)} == {"dot", "add"}
-
-
-@pytest.mark.slow
-def test_xprof_server_on_localhost_lists_the_run_and_stops(jax_trace):
-    with traces.serve(jax_trace, timeout=120) as server:
-        assert server.url.startswith("http://127.0.0.1:")
-        assert server.runs() == [traces.latest_run(jax_trace).name]
-        assert "trace_viewer" in " ".join(server.tools(server.runs()[0]))
-        assert listening_addresses(server.port) == {"127.0.0.1"}  # not 0.0.0.0, not another interface
-        assert traces.listening_addresses(server.port) == {"127.0.0.1"}
-        op_profile = server.tool_data(server.runs()[0], "op_profile")
-        assert op_profile["deviceType"] == "CPU_ONLY" and not op_profile["byProgram"]["children"]
-        other = [a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")]
-        if other:
-            with pytest.raises(OSError):
-                socket.create_connection((other[0], server.port), timeout=2)
-    assert server.process.poll() is not None, "the server process has ended"
-    with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", server.port), timeout=2)
 
 
 def test_nested_ops_count_once_and_clone_suffixes_fold(tmp_path):
@@ -380,46 +348,3 @@ def test_sample_names_the_kinds_and_variants_it_knows():
         traces.sample("disk-bound")
     with pytest.raises(ValueError, match="plain"):
         traces.sample("device-bound", variant="serial")
-
-
-def test_memory_profile_lists_live_buffers_with_their_call_site(tmp_path):
-    kept = jnp.ones((256, 1024), jnp.float32) + 1  # 1 MiB, allocated on this line
-    path = tmp_path / "memory.prof"
-    jax.profiler.save_device_memory_profile(str(path))
-    profile = traces.read_memory_profile(path)
-    assert profile.sample_types == [("allocations", "count"), ("space", "bytes")]
-    ours = [a for a in profile.allocations if a.kind == "buffer" and a.bytes >= kept.nbytes]
-    assert ours and any("test_memory_profile_lists_live_buffers" in a.site() for a in ours)
-    assert profile.total("buffer") >= kept.nbytes
-    assert traces.read_memory_profile(path.read_bytes()).allocations == profile.allocations
-    assert "| kind | device | count | MiB |" in traces.memory_table(profile)
-
-
-def test_a_file_that_is_not_a_memory_profile_is_a_clear_error(tmp_path):
-    bad = tmp_path / "bad.prof"
-    bad.write_bytes(gzip.compress(b"\x0a\xff"))  # a field that claims more bytes than there are
-    with pytest.raises(ValueError, match="not a pprof memory profile.*save_device_memory_profile"):
-        traces.read_memory_profile(bad)
-
-
-def test_listening_addresses_sees_a_localhost_listener_and_its_end():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        assert traces.listening_addresses(port) == {"127.0.0.1"}
-    assert traces.listening_addresses(port) == set()
-
-
-def test_jax_profiler_server_listens_on_every_interface_until_stopped():
-    """What the lesson says about start_server, checked: it binds [::] (no address argument) and
-    stop_server closes it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    jax.profiler.start_server(port)
-    try:
-        assert traces.listening_addresses(port) == {"::"}
-    finally:
-        jax.profiler.stop_server()
-    assert traces.listening_addresses(port) == set()
