@@ -194,6 +194,44 @@ def test_what_is_not_reproduced_on_a_cpu_cites_a_dated_source(entry):
     assert entry.hardware in ("", "TPU", "GPU") and (entry.repro != "tpu" or entry.hardware == "TPU")
 
 
+# ------------------------------------------------------------------ the atlas as data
+
+DATA = ROOT / "tpututor" / "data" / "errors"
+
+
+def test_each_example_file_is_the_code_of_an_entry_and_each_fix_has_its_example():
+    files = {p.name for p in (DATA / "examples").glob("*.py")}
+    expected = {f"{e.id}.py" for e in ENTRIES if e.example} | {f"{e.id}.fixed.py" for e in ENTRIES if e.fixed}
+    assert files == expected, f"no entry for {sorted(files - expected)}; missing {sorted(expected - files)}"
+    for e in ENTRIES:
+        assert e.example or not e.fixed, f"{e.id}: a fix without the example it fixes"
+        for which, suffix in (("example", ""), ("fixed", ".fixed")):
+            if getattr(e, which):  # read byte for byte: what the page shows is what the tests run
+                assert getattr(e, which).encode() == (DATA / "examples" / f"{e.id}{suffix}.py").read_bytes()
+
+
+def test_the_atlas_files_hold_one_framework_each_in_the_order_of_the_page():
+    frameworks = [tomllib.loads(p.read_text(encoding="utf-8"))["framework"] for p in sorted(DATA.glob("*.toml"))]
+    assert sorted(frameworks) == sorted(errors._GROUPS), "one atlas file per framework"
+    order = [e.framework for e in ENTRIES]
+    assert order == sorted(order, key=errors._GROUPS.index), "ENTRIES are grouped by framework, as on the page"
+
+
+def test_an_unknown_field_in_an_atlas_file_is_an_error_naming_the_file_and_the_entry():
+    with pytest.raises(ValueError, match=r"jax\.toml: entry 'jax-x' has unknown fields \['mesage'\]"):
+        errors._entry({"id": "jax-x", "mesage": "typo"}, "JAX", "tpututor/data/errors/jax.toml")
+
+
+def test_reading_the_atlas_and_every_example_imports_no_framework():
+    code = (
+        "import sys\nfrom tpututor import errors\n"
+        "assert all(e.example or not e.reproduced for e in errors.ENTRIES) and errors.render_page('ko')\n"
+        "print(sorted(m for m in ('jax', 'torch', 'torch_xla', 'tensorflow', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 # ------------------------------------------------------------ reproduced on this CPU
 
 

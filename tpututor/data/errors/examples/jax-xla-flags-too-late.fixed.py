@@ -1,0 +1,6 @@
+import os
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"  # before JAX starts
+import jax
+
+assert jax.device_count() == 8

@@ -1,0 +1,4 @@
+import torch_xla
+
+device = torch_xla.device()
+torch_xla.sync()

@@ -1,0 +1,2 @@
+import torch_xla  # first
+import tensorflow as tf
