@@ -38,6 +38,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``models``: the models a learner brings: the Llama family (Llama, Qwen2, Gemma) in Flax NNX, Hugging Face checkpoints in and out; imports JAX
 - ``serving``: serving as a job: chips, batch, latency bounds and $ per million tokens (``python -m tpututor plan-serving``); prefix caching, speculative decoding, an int8 KV cache
 - ``standin``: a local stand-in of the Cloud TPU API on 127.0.0.1 for the official client (not Google Cloud)
+- ``source``: ``show(obj)``, the package code a cell calls, displayed in the lesson
 - ``check``: self-checking exercises (PASSED, FAILED, NOT ATTEMPTED), ``check.hint`` and ``check.solution``
 - ``exercises``: the lessons' worked answers, hints and known-wrong answers, out of the learner's sight
 - ``config``: the run profile (``full`` or ``ci``)

@@ -120,7 +120,6 @@ __all__ = [
 
 def encode(text: str):
     """Text -> int32 token ids: the bytes of its UTF-8 encoding (an ASCII character is its code)."""
-
     return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
 
 
@@ -304,7 +303,6 @@ def read_shards(directory: str | os.PathLike, shard_options=None):
 
 def to_device(batch: Mapping[str, Any], sharding) -> dict:
     """This process's rows -> global arrays laid out by ``sharding`` (one call per host on a slice)."""
-
     return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}
 
 
@@ -314,7 +312,6 @@ def device_prefetch(batches: Iterator[Mapping[str, Any]], sharding, size: int = 
     While the training step runs (JAX dispatches it and returns at once), the thread reads the
     next batch from ``batches`` and copies it to the devices. Stop early with ``.close()``.
     """
-
     q: queue.Queue = queue.Queue(maxsize=size)
     done, stop = object(), threading.Event()
 
@@ -359,7 +356,6 @@ def device_prefetch(batches: Iterator[Mapping[str, Any]], sharding, size: int = 
 
 def attention(q, k, v, mask):
     """Softmax attention per head. q: (B, Sq, H, Dh), k and v: (B, Sk, H, Dh), mask: (Sq, Sk) bool."""
-
     scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(q.shape[-1])
     scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)  # softmax in f32, the product in bf16
@@ -435,7 +431,6 @@ POLICIES = ("none", "full", "dots", "dots_all")  # remat policy names for make_t
 
 def remat_wrapper(policy) -> Callable | None:
     """``policy`` (a name in POLICIES, or a ``jax.checkpoint_policies`` function) -> a block wrapper."""
-
     if isinstance(policy, str):
         if policy not in POLICIES:
             raise ValueError(
@@ -485,7 +480,6 @@ class ShardingRuleError(ValueError):
 
 def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, devices: Sequence | None = None):
     """A mesh with axes ``data``, ``fsdp`` and ``tensor`` (Auto axis types), over ``devices``."""
-
     devices = list(jax.devices() if devices is None else devices)
     shape = (data, fsdp, tensor)
     if math.prod(shape) != len(devices):
@@ -529,7 +523,6 @@ def spec_for(
     Raises :class:`ShardingRuleError` for a rule naming an axis the mesh lacks, or a dimension
     that does not divide over its mesh axes.
     """
-
     used: set[str] = set()
     out = []
     for i, name in enumerate(axes):
@@ -568,7 +561,6 @@ def shardings(tree, rules: Mapping[str, Any], mesh):
 
 def batch_sharding(mesh, rules: Mapping[str, Any] = RULES):
     """How a (batch, length) array of tokens is laid out: rows split by the ``batch`` rule."""
-
     return NamedSharding(mesh, spec_for(("batch", "length"), rules, mesh))
 
 
@@ -595,7 +587,6 @@ def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
     """AdamW (Optax) after clipping the gradients' global norm to 1; the learning rate warms up for
     ``steps // 10`` steps, then decays (cosine) to a tenth. Weight decay applies to matrices only
     (``ndim > 1``), not to the norms' scales."""
-
     warmup = max(1, steps // 10)
     schedule = optax.warmup_cosine_decay_schedule(
         0.0, learning_rate, warmup, max(steps, warmup + 1), learning_rate / 10
@@ -617,19 +608,16 @@ def _new_state(cfg: Config, tx, seed: int) -> dict:
 
 def graphdef(cfg: Config):
     """The model's structure without its values (static: what ``nnx.merge`` needs besides params)."""
-
     return nnx.graphdef(nnx.eval_shape(lambda: LM(cfg, nnx.Rngs(0))))
 
 
 def abstract_state(cfg: Config, tx, seed: int = 0):
     """Shapes and dtypes of the train state, computed without allocating it."""
-
     return jax.eval_shape(lambda: _new_state(cfg, tx, seed))
 
 
 def init_state(cfg: Config, tx, seed: int = 0, mesh=None, rules: Mapping[str, Any] = RULES) -> dict:
     """The train state ``{"params", "opt_state", "step"}``, created directly in its shards on ``mesh``."""
-
     if mesh is None:
         return jax.jit(lambda: _new_state(cfg, tx, seed))()
     out = shardings(abstract_state(cfg, tx, seed), rules, mesh)
@@ -638,20 +626,17 @@ def init_state(cfg: Config, tx, seed: int = 0, mesh=None, rules: Mapping[str, An
 
 def model_from(cfg: Config, params):
     """An ``LM`` holding ``params`` (a nested dict of arrays)."""
-
     return nnx.merge(graphdef(cfg), params)
 
 
 def loss_fn(params, graph, batch: Mapping[str, Any], *, remat=None, constrain=None):
     """Mean next-token cross-entropy (nats per token) of the model ``graph`` + ``params``."""
-
     logits = nnx.merge(graph, params)(batch["inputs"], remat=remat, constrain=constrain)
     return optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
 
 
 def train_step(state: dict, batch: Mapping[str, Any], *, graph, tx, remat=None, constrain=None):
     """One optimizer step: gradients of the loss (f32, as the master weights), then AdamW."""
-
     loss, grads = jax.value_and_grad(loss_fn)(state["params"], graph, batch, remat=remat, constrain=constrain)
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
     params = optax.apply_updates(state["params"], updates)
@@ -667,7 +652,6 @@ def make_train_step(
     ``donate=True`` lets the new state reuse the old state's memory (``donate_argnums``).
     Lower and compile it ahead of time with ``.lower(state, batch).compile()``.
     """
-
     abstract = abstract if abstract is not None else abstract_state(cfg, tx)
     state_sh = shardings(abstract, rules, mesh)
     batch_sh = batch_sharding(mesh, rules)
@@ -686,7 +670,6 @@ def make_train_step(
 
 def eval_step(cfg: Config):
     """A compiled held-out loss: ``eval_step(cfg)(params, batch)``."""
-
     graph = graphdef(cfg)
     return jax.jit(lambda params, batch: loss_fn(params, graph, batch))
 
@@ -808,7 +791,6 @@ def load(directory: str | os.PathLike, step: int | None = None):
 
 def generate(model, prompt: str, length: int = 200, *, temperature: float = 0.8, seed: int = 0) -> str:
     """``prompt`` continued by ``length`` sampled tokens (bytes; a sliding window of ``seq_len``)."""
-
     cfg = model.cfg
     graph, params = nnx.split(model)
 
@@ -860,7 +842,6 @@ def train(
     checkpoint at the same step (Orbax's preemption sync point) and return early: the returned
     losses then end before ``steps``.
     """
-
     mesh = mesh if mesh is not None else make_mesh(data=jax.device_count())
     check_batch(batch, mesh, rules)
     tx = optimizer(learning_rate, schedule_steps or steps)

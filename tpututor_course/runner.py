@@ -1,6 +1,6 @@
 """Execute lessons headless with papermill, render them to HTML, summarise the run.
 
-Used by ``make run`` (``python -m tpututor run``) and by the test suite, so a lesson runs the
+Used by ``make run`` (``python -m tpututor_course run``) and by the test suite, so a lesson runs the
 same way in both. The lessons are those of the clone (:mod:`tpututor_course.catalog`), or the
 notebooks named. A lesson whose front matter ``imports`` a framework that is missing or broken
 here is *skipped* with the reason (``make colab`` relies on this), never half-run.

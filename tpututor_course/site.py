@@ -281,7 +281,7 @@ def build(
     timings_file = executed_dir / "timings.json"
     if not timings_file.exists():
         raise FileNotFoundError(
-            f"no {timings_file}: run `make run` (or `python -m tpututor run --out {executed_dir}`) "
+            f"no {timings_file}: run `make run` (or `python -m tpututor_course run --out {executed_dir}`) "
             "first; the site is built from executed notebooks"
         )
     timings = json.loads(timings_file.read_text())

@@ -1,7 +1,7 @@
 """The instructor guide, ``docs/workshop.md``, generated from the lessons and measured run times.
 
 ``make workshop`` runs every lesson in the ``ci`` and the ``full`` profile on this
-machine (``python -m tpututor run``, which writes ``timings.json``), keeps both
+machine (``python -m tpututor_course run``, which writes ``timings.json``), keeps both
 records in ``docs/timings.json``, and writes the guide: agendas for a half day, a
 full day and the whole course, per lesson its objectives, prerequisites, the runtime it wants, the
 measured execution times and a reading time, and the common failures with
