@@ -19,6 +19,7 @@ if HERE.accelerator.kind == "cpu":  # as a lesson's setup cell does (launch.quie
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # JAX would try a TPU runtime first; kernels inherit this
 
 import jax  # noqa: E402
+import numpy  # noqa: E402
 
 # The SPMD tests shard over 8 devices: simulate them before any test starts JAX's backend.
 # (Only this process: subprocesses and notebook kernels start with their own settings.)
@@ -97,6 +98,23 @@ def pytest_collection_finish(session):
         [NOTEBOOKS / f"{stem}.ipynb" for stem in wanted], TEST_RUN, jobs, profile="ci", rehearse=True
     )
     _AHEAD.update({path.stem: future for path, future in futures.items()})
+
+
+@pytest.fixture(scope="session")
+def jax_trace(tmp_path_factory):
+    """A JAX profiler trace (tests of tpututor.traces and xprof_server): three annotated steps, host
+    work (NumPy) then a jitted matmul chain, read back with float()."""
+    logdir = tmp_path_factory.mktemp("jax-profile")
+    f = jax.jit(lambda a: jax.numpy.tanh(a @ a) @ a)
+    x = jax.numpy.ones((256, 256))
+    f(x).block_until_ready()
+    with jax.profiler.trace(str(logdir)):
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                with jax.profiler.TraceAnnotation("host work"):
+                    numpy.linalg.svd(numpy.random.default_rng(i).standard_normal((200, 200)))
+                float(f(x)[0, 0])
+    return logdir
 
 
 @pytest.fixture(scope="session")

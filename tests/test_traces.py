@@ -14,22 +14,6 @@ from conftest import run_python
 from tpututor import traces
 
 
-@pytest.fixture(scope="module")
-def jax_trace(tmp_path_factory):
-    """Three annotated steps: host work (NumPy) then a jitted matmul chain, read back with float()."""
-    logdir = tmp_path_factory.mktemp("jax-profile")
-    f = jax.jit(lambda a: jnp.tanh(a @ a) @ a)
-    x = jnp.ones((256, 256))
-    f(x).block_until_ready()
-    with jax.profiler.trace(str(logdir)):
-        for i in range(3):
-            with jax.profiler.StepTraceAnnotation("train", step_num=i):
-                with jax.profiler.TraceAnnotation("host work"):
-                    np.linalg.svd(np.random.default_rng(i).standard_normal((200, 200)))
-                float(f(x)[0, 0])
-    return logdir
-
-
 def test_load_finds_the_newest_run_and_parses_events(jax_trace):
     t = traces.load(jax_trace)
     assert t.run_dir.parent.name == "profile" and t.file.name.endswith(".trace.json.gz")

@@ -6,27 +6,9 @@ import socket
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from tpututor import traces, xprof_server
-
-
-@pytest.fixture(scope="module")
-def jax_trace(tmp_path_factory):
-    """Three annotated steps: host work (NumPy) then a jitted matmul chain, read back with float()."""
-    logdir = tmp_path_factory.mktemp("jax-profile")
-    f = jax.jit(lambda a: jnp.tanh(a @ a) @ a)
-    x = jnp.ones((256, 256))
-    f(x).block_until_ready()
-    with jax.profiler.trace(str(logdir)):
-        for i in range(3):
-            with jax.profiler.StepTraceAnnotation("train", step_num=i):
-                with jax.profiler.TraceAnnotation("host work"):
-                    np.linalg.svd(np.random.default_rng(i).standard_normal((200, 200)))
-                float(f(x)[0, 0])
-    return logdir
 
 
 def listening_addresses(port: int) -> set[str]:
