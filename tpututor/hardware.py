@@ -44,6 +44,8 @@ __all__ = [
     "CpuEstimate",
     "number",
     "data_rows",
+    "zones_table",
+    "offered_types",
     "chips",
     "lookup",
     "find",
@@ -217,6 +219,33 @@ def chips() -> tuple[Chip, ...]:
 
 def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip().lower())
+
+
+def zones_table() -> list[dict[str, str]]:
+    """The rows of ``data/tpu_zones.csv``: which TPU generations each zone offers, with sources."""
+    return data_rows("tpu_zones.csv")
+
+
+def _sizes(spec: str) -> list[int]:
+    """``"1,4,8"`` -> [1, 4, 8]; ``"8,16,256..512/128"`` -> [8, 16, 256, 384, 512]."""
+    out: list[int] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if ".." in part:
+            span, _, step = part.partition("/")
+            lo, hi = (int(x) for x in span.split(".."))
+            out += range(lo, hi + 1, int(step or 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def offered_types(zone: str) -> list[str]:
+    """Every accelerator type tpututor's table says ``zone`` offers (empty if the zone is not in it)."""
+    out = []
+    for row in zones_table():
+        if row["zone"] == zone:
+            out += [f"{row['prefix']}-{n}" for n in _sizes(row["sizes"])]
+    return out
 
 
 def find(name: str) -> Chip | None:

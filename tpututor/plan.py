@@ -583,8 +583,8 @@ def review(node: Any, zone: str, *, checkpoint_uri: str | None = None) -> list[F
     and its spot tier counts as spot), or their REST JSON; ``checkpoint_uri`` is where the job you
     will run on it writes checkpoints (``gs://...``), or None if it writes none.
     """
+    from .hardware import offered_types, zones_table
     from .runtime import parse_accelerator_type
-    from .standin import offered_types, zones_table
 
     found: list[Finding] = []
     queued_spot = False

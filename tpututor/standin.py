@@ -55,6 +55,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from .hardware import offered_types, zones_table  # the zones table lives with the hardware data
+
 __all__ = ["StandIn", "STANDIN_HEADER", "HOST", "zones_table", "offered_types", "single_host"]
 
 HOST = "127.0.0.1"
@@ -114,35 +116,6 @@ class ApiError(Exception):
     def __init__(self, code: int, status: str, message: str):
         super().__init__(message)
         self.code, self.status, self.message = code, status, message
-
-
-def zones_table() -> list[dict[str, str]]:
-    """The rows of ``data/tpu_zones.csv``: which TPU generations each zone offers, with sources."""
-    from .hardware import data_rows
-
-    return data_rows("tpu_zones.csv")
-
-
-def _sizes(spec: str) -> list[int]:
-    """``"1,4,8"`` -> [1, 4, 8]; ``"8,16,256..512/128"`` -> [8, 16, 256, 384, 512]."""
-    out: list[int] = []
-    for part in (p.strip() for p in spec.split(",")):
-        if ".." in part:
-            span, _, step = part.partition("/")
-            lo, hi = (int(x) for x in span.split(".."))
-            out += range(lo, hi + 1, int(step or 1))
-        elif part:
-            out.append(int(part))
-    return out
-
-
-def offered_types(zone: str) -> list[str]:
-    """Every accelerator type tpututor's table says ``zone`` offers (empty if the zone is not in it)."""
-    out = []
-    for row in zones_table():
-        if row["zone"] == zone:
-            out += [f"{row['prefix']}-{n}" for n in _sizes(row["sizes"])]
-    return out
 
 
 def single_host(accelerator_type: str) -> bool:
