@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from conftest import PYTHON, ROOT, run_python
 from tpututor import lm, lm_config
@@ -139,15 +140,18 @@ def test_shardings_follow_logical_axes_and_adam_moments_follow_their_parameter()
 
     grid = lm.make_mesh(fsdp=4, tensor=2)
     sh = lm.shardings(lm.abstract_state(lm.PROFILES["ci"], lm.optimizer()), lm.RULES, grid)
-    assert sh["params"]["blocks"][0]["up"]["kernel"].spec == P("fsdp", "tensor")
-    assert sh["params"]["blocks"][0]["out"]["kernel"].spec == P("tensor", "fsdp")
-    assert sh["params"]["head"]["kernel"].spec == P("fsdp", None)
-    assert sh["params"]["norm"]["scale"].spec == P(None)
+    layers = sh["params"]["layers"]  # stacked: a leading axis of n_layers, kept whole on every device
+    assert layers["mlp"]["up"]["kernel"].spec == P(None, "fsdp", "tensor")
+    assert layers["attn"]["o"]["kernel"].spec == P(None, "tensor", "fsdp")
+    assert layers["attn"]["k"]["kernel"].spec == P(None, "fsdp", "tensor")  # the kv_heads rule
+    assert layers["attn_norm"]["weight"].spec == P(None, None)
+    assert sh["params"]["lm_head"]["kernel"].spec == P("fsdp", None)
+    assert sh["params"]["norm"]["weight"].spec == P(None)
     import jax
 
     # lm.optimizer = chain(clip_by_global_norm, adamw); find Adam's state wherever the chain puts it
     mu = next(s for s in jax.tree.leaves(sh["opt_state"], is_leaf=lambda x: hasattr(x, "mu")) if hasattr(s, "mu")).mu
-    assert mu["blocks"][0]["up"]["kernel"].spec == P("fsdp", "tensor")
+    assert mu["layers"]["mlp"]["up"]["kernel"].spec == P(None, "fsdp", "tensor")
     assert sh["step"].spec == P()
 
 
@@ -224,7 +228,7 @@ def test_load_gives_the_saved_config_and_a_model_that_samples(trained, tmp_path)
     with lm.checkpoint_manager(tmp_path, TINY) as manager:
         lm.save(manager, 3, states[3], TINY, force=True)
     cfg, model = lm.load(tmp_path)
-    assert cfg == TINY and np.array_equal(model.head.kernel[...], states[3]["params"]["head"]["kernel"])
+    assert cfg == TINY and np.array_equal(model.lm_head.kernel[...], states[3]["params"]["lm_head"]["kernel"])
     text = lm.generate(model, "def ", length=10, seed=1)
     assert 0 < len(text) <= 10 and len(lm.encode(text)) >= 10  # 10 bytes: fewer characters if some are not ASCII
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
@@ -257,9 +261,9 @@ def test_device_prefetch_passes_the_pipelines_error_on(one_device):
 
 
 def test_unknown_remat_policies_are_refused():
-    assert lm.remat_wrapper("none") is None and callable(lm.remat_wrapper("full"))
+    assert lm.remat_policy("none") is False and callable(lm.remat_policy("full"))
     with pytest.raises(ValueError, match="unknown remat policy"):
-        lm.remat_wrapper("some")
+        lm.remat_policy("some")
 
 
 def test_load_texts_reads_local_files_offline_through_the_hugging_face_path(tmp_path):
@@ -329,3 +333,21 @@ def test_a_cloud_storage_checkpoint_path_stays_a_url_and_a_local_one_becomes_abs
     assert str(lm.checkpoint_path("gs://my-bucket/runs/lm")) == "gs://my-bucket/runs/lm"  # not ./gs:/my-bucket/...
     monkeypatch.chdir(tmp_path)
     assert str(lm.checkpoint_path("runs/lm")) == str(tmp_path / "runs" / "lm")
+
+
+def test_the_training_model_is_the_llama_definition_lesson_13_loads_checkpoints_into():
+    from tpututor.models import llama
+
+    model = lm.LM(TINY, nnx.Rngs(0))
+    assert isinstance(model, llama.Llama) and model.cfg == lm.llama_config(TINY)
+    params = nnx.state(model, nnx.Param)
+    assert sum(x.size for x in jax.tree.leaves(params)) == TINY.n_params() == llama.param_count(model.cfg)
+    twin = nnx.merge(nnx.graphdef(nnx.eval_shape(lambda: llama.Llama(model.cfg, nnx.Rngs(1)))), params)
+    tokens = jnp.arange(2 * TINY.seq_len).reshape(2, TINY.seq_len) % TINY.vocab
+    assert jnp.array_equal(model(tokens), twin(tokens))
+
+
+def test_grouped_query_attention_needs_heads_in_whole_groups():
+    assert lm.Config(n_heads=4).n_kv_heads == 4  # multi-head unless told
+    with pytest.raises(ValueError, match="multiple of n_kv_heads"):
+        lm.Config(n_heads=4, n_kv_heads=3)

@@ -135,3 +135,22 @@ def test_attention_costs_as_much_as_the_layers_matmuls_at_six_times_d_model():
     d = 256
     cfg = SimpleNamespace(d_model=d, n_layers=1, d_ff=4 * d, vocab=1, seq_len=6 * d)
     assert mfu.attention_flops_per_token(cfg, causal=False) == 6 * (mfu.matmul_params(cfg) - d)
+
+
+def test_the_course_models_gated_mlp_matches_the_books_eight_times_d_model():
+    # The same chapter: with a gated MLP (three D x 4D matrices) attention costs as much as the matmuls at T = 8D.
+    from tpututor.lm_config import Config
+
+    d = 256
+    cfg = Config(d_model=d, n_layers=1, n_heads=2, d_ff=4 * d, vocab=1, seq_len=8 * d)
+    assert cfg.mlp_matrices == 3
+    assert mfu.attention_flops_per_token(cfg, causal=False) == 6 * (mfu.matmul_params(cfg) - d)
+
+
+def test_grouped_query_attention_shrinks_only_the_key_and_value_projections():
+    from tpututor.lm_config import Config
+
+    mha = Config(d_model=64, n_layers=2, n_heads=4, d_ff=128, vocab=16)
+    gqa = Config(d_model=64, n_layers=2, n_heads=4, n_kv_heads=1, d_ff=128, vocab=16)
+    assert mfu.matmul_params(mha) - mfu.matmul_params(gqa) == 2 * 2 * 64 * (64 - 16)
+    assert mha.n_params() - gqa.n_params() == mfu.matmul_params(mha) - mfu.matmul_params(gqa)

@@ -554,9 +554,9 @@ def test_a_small_model_fits_a_v5e_8_and_the_compilers_figure_is_printed_beside_t
     assert compiled.memory["alias_size"] > 0, "the old state is donated: the new one reuses its memory"
     figure = plan.gib_text(compiled.bytes_per_device)
     assert f"v5e-8: fits: the TPU compiler needs {figure} GiB per chip of 16.00 GiB HBM" in out
-    state = plan.gib_text(16 * 1_344_256 / 8)  # lm.Config(d_model=256, n_layers=1, vocab=1024, seq_len=128).n_params()
+    state = plan.gib_text(16 * 1_278_720 / 8)  # lm.Config(d_model=256, n_layers=1, vocab=1024, d_ff=640).n_params()
     assert f"(the formula's state alone: {state} GiB)" in out
-    assert "TPU compiler check: v5e-8: 8 v5e chips" in out and "1,344,256 parameters" in out
+    assert "TPU compiler check: v5e-8: 8 v5e chips" in out and "1,278,720 parameters" in out
     assert "Plan: 1.3e+06 parameters" in out, "the plan itself is printed first"
 
 
@@ -658,3 +658,9 @@ def test_the_cli_takes_the_global_batch_and_reports_it_in_json(capsys):
 
 def test_large_figures_print_in_engineering_notation():
     assert plan.eng(1.234e13, "FLOP") == "12.3 TFLOP" and plan.eng(2048) == "2.05 k" and plan.eng(0.5) == "500 m"
+
+
+def test_the_gated_mlp_width_keeps_about_twelve_d_model_squared_per_layer():
+    assert plan.gated_width(4096) == 10880  # LLaMA's 11008 rounds its 8 d / 3 up to 256s; ours to 128s
+    for d in (256, 1024, 4096):
+        assert abs(3 * d * plan.gated_width(d) / (8 * d * d) - 1) < 0.07

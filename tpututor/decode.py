@@ -1,12 +1,14 @@
 """Serving the language model of lesson 08 (training) in lesson 09 (inference and serving).
 
-Everything here reads the parameters of :mod:`tpututor.lm` as the nested dict that
-``nnx.to_pure_dict(nnx.state(model, nnx.Param))`` gives (``blocks/<i>/query/kernel``, ...), and
-computes what ``lm.LM`` computes, with the same dtypes (bf16 matmuls, f32 norms and softmax):
+The model is :class:`tpututor.models.llama.Llama` (``lm.LM`` is it, at an ``lm.Config``'s size):
+RMSNorm, RoPE, grouped-query attention (``n_kv_heads`` key/value heads, so the cache holds that many)
+and a SwiGLU MLP. Everything here reads its parameters as the nested dict that
+``nnx.to_pure_dict(nnx.state(model, nnx.Param))`` gives, and computes what the model computes, with
+the same dtypes (bf16 matmuls, f32 norms and softmax):
 
 * costs from the shapes alone (plain arithmetic, no arrays): :func:`decode_cost` and :func:`prefill_cost`,
   :func:`min_step_seconds` (scaling-book's bound) and :func:`critical_batch` (from the chip table);
-* :func:`serving_params` (weights cast once to the compute dtype), :func:`init_cache`, and
+* :func:`serving_params` (weights cast once to the compute dtype, one dict per layer), :func:`init_cache`, and
   :func:`forward`: tokens at given positions through the model, keys and values written into a
   static-shape cache (``dynamic_update_slice``) and attention masked to the filled part;
 * :func:`make_prefill` and :func:`make_step`: the compiled prefill and decode step (the old cache
@@ -76,6 +78,8 @@ __all__ = [
     "make_prefill",
     "make_step",
     "recompute_step",
+    "unstack",
+    "restack",
     "check_fits",
     "bucket",
     "generate",
@@ -130,9 +134,10 @@ class Cost:
 
 
 def _kv_heads(cfg: Any, kv_heads: int | None) -> int:
-    """The number of key/value heads: ``cfg.n_heads`` (multi-head attention) unless given (GQA, MQA)."""
+    """The number of key/value heads: the config's own (``n_kv_heads``; ``n_heads`` for a config without
+    one, multi-head attention) unless given (GQA, MQA)."""
     if kv_heads is None:
-        return cfg.n_heads
+        return getattr(cfg, "n_kv_heads", None) or cfg.n_heads
     if not isinstance(kv_heads, int) or isinstance(kv_heads, bool) or kv_heads < 1 or cfg.n_heads % kv_heads:
         raise ValueError(
             f"kv_heads must be a positive integer dividing n_heads={cfg.n_heads} (grouped-query "
@@ -144,15 +149,15 @@ def _kv_heads(cfg: Any, kv_heads: int | None) -> int:
 def kv_bytes_per_token(cfg: Any, kv_bytes: int = 2, *, kv_heads: int | None = None) -> int:
     """Bytes of cache one token takes: keys and values (2) x layers x kv_heads x head_dim x bytes per number.
 
-    ``kv_heads`` defaults to ``cfg.n_heads`` (lm's models are multi-head: every query head has its
-    own keys and values); grouped-query attention (GQA) keeps fewer, multi-query (MQA) one.
+    ``kv_heads`` defaults to the config's ``n_kv_heads``; multi-head attention keeps one per query
+    head, grouped-query attention (GQA) fewer, multi-query (MQA) one.
     """
     return 2 * cfg.n_layers * _kv_heads(cfg, kv_heads) * cfg.head_dim * kv_bytes
 
 
 def matmul_weights(cfg: Any, *, kv_heads: int | None = None) -> int:
-    """The matmul weights (``mfu.matmul_params``), with the key and value projections shrunk for GQA/MQA."""
-    fewer = cfg.n_heads - _kv_heads(cfg, kv_heads)
+    """The matmul weights (``mfu.matmul_params``), with the key and value projections resized for ``kv_heads``."""
+    fewer = _kv_heads(cfg, None) - _kv_heads(cfg, kv_heads)
     return mfu.matmul_params(cfg) - 2 * cfg.n_layers * cfg.d_model * fewer * cfg.head_dim
 
 
@@ -286,45 +291,63 @@ def _dtype(cfg: Any):
     return jnp.dtype(cfg.compute_dtype)
 
 
-def serving_params(params: Mapping[str, Any], cfg: Any):
-    """The weights as a server keeps them: matrices cast once to the compute dtype, norm scales in float32.
+def _is_norm(keys) -> bool:
+    return str(getattr(keys[-1], "key", keys[-1])) == "weight"  # RMSNorm scales; matrices end in "kernel"
 
-    ``lm.LM`` casts its float32 master weights to bf16 in every layer, so the logits are the same;
+
+def unstack(params: Mapping[str, Any], n_layers: int) -> dict:
+    """The model's parameters with the stacked ``layers`` (a leading axis of ``n_layers``) as a list of
+    one dict per layer: what a decode loop walks through. A tree already split is returned as it is."""
+    if not isinstance(params["layers"], Mapping):
+        return dict(params)
+    layers = [jax.tree.map(lambda a, i=i: a[i], params["layers"]) for i in range(n_layers)]
+    return {**params, "layers": layers}
+
+
+def serving_params(params: Mapping[str, Any], cfg: Any):
+    """The weights as a server keeps them: one dict per layer (:func:`unstack`), matrices and embeddings
+    cast once to the compute dtype, norm scales in float32.
+
+    The model casts its float32 master weights to bf16 in every matmul, so the logits are the same;
     a decode step then reads half the bytes.
     """
     dt = _dtype(cfg)
-    return jax.tree.map(lambda a: a.astype(dt) if a.ndim == 2 and jnp.issubdtype(a.dtype, jnp.floating) else a, params)
+    return jax.tree_util.tree_map_with_path(
+        lambda keys, a: a if _is_norm(keys) or not jnp.issubdtype(a.dtype, jnp.floating) else a.astype(dt),
+        unstack(params, cfg.n_layers),
+    )
 
 
 def random_params(cfg: Any, seed: int = 0):
-    """A same-shaped model's parameters with random weights: ``lm.LM``'s initialisation (normal(0, 0.02)
-    matrices, unit norm scales), drawn with NumPy (compiling JAX's random initialiser takes seconds on a CPU)."""
+    """A same-shaped model's parameters with random weights: normal(0, 0.02) matrices and unit norm
+    scales, drawn with NumPy (compiling JAX's random initialiser takes seconds on a CPU)."""
     shapes = jax.eval_shape(lambda: nnx.to_pure_dict(nnx.state(lm.LM(cfg, nnx.Rngs(0)), nnx.Param)))
     rng = np.random.default_rng(seed)
 
-    def draw(a):
-        if a.ndim == 1:
+    def draw(keys, a):
+        if _is_norm(keys):
             return jnp.ones(a.shape, a.dtype)
         return jnp.asarray(rng.normal(0.0, 0.02, a.shape).astype(a.dtype))
 
-    return jax.tree.map(draw, shapes)
+    return jax.tree_util.tree_map_with_path(draw, shapes)
 
 
 def init_cache(cfg: Any, batch: int, length: int | None = None, dtype: str | None = None, device=None) -> list[dict]:
-    """An empty KV cache: per layer ``{"k", "v"}`` of shape (batch, length, n_heads, head_dim), on ``device``.
+    """An empty KV cache: per layer ``{"k", "v"}`` of shape (batch, length, n_kv_heads, head_dim), on ``device``.
 
-    ``length`` defaults to the model's ``seq_len``, the most its position table allows. The
-    arrays are committed to ``device`` (default: the first one), as the caches a step returns are:
-    a step called first with an uncommitted cache and then with its own output would compile twice.
+    ``length`` defaults to the model's ``seq_len``, the context it was trained for (RoPE has no
+    position table, but positions beyond training are ones the model never learned). The arrays
+    are committed to ``device`` (default: the first one), as the caches a step returns are: a step
+    called first with an uncommitted cache and then with its own output would compile twice.
     """
     length = cfg.seq_len if length is None else length
     positive_ints(batch=batch, length=length)
     if length > cfg.seq_len:
         raise CacheFull(
-            f"a cache of {length} positions is longer than the model's position table "
+            f"a cache of {length} positions is longer than the context the model was trained for "
             f"(seq_len={cfg.seq_len}): use length <= {cfg.seq_len}"
         )
-    shape = (batch, length, cfg.n_heads, cfg.head_dim)
+    shape = (batch, length, _kv_heads(cfg, None), cfg.head_dim)
     dt = jnp.dtype(dtype or cfg.compute_dtype)
     device = device or jax.devices()[0]
     return [
@@ -341,9 +364,11 @@ def cache_bytes(cache) -> int:
 # --------------------------------------------------------------------------- the model, with a cache
 
 
-def _rms_norm(x, scale, eps: float = 1e-6):
-    x = x.astype(jnp.float32)
-    return x * (jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * scale)
+def _rms_norm(x, weight, eps: float = 1e-6):
+    """RMSNorm as the model computes it: in float32, times the scale, back in ``x``'s dtype."""
+    x32 = x.astype(jnp.float32)
+    y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+    return (y * weight.astype(jnp.float32)).astype(x.dtype)
 
 
 def _dense(x, p: Mapping[str, Any], dt):
@@ -353,6 +378,16 @@ def _dense(x, p: Mapping[str, Any], dt):
         y = jnp.dot(x.astype(dt), kernel.astype(dt), preferred_element_type=jnp.float32)
         return (y * p["scale"]).astype(dt)
     return jnp.dot(x.astype(dt), kernel.astype(dt))
+
+
+def rope(x, positions, cfg: Any):
+    """RoPE at each token's own position: x (B, T, heads, head_dim), positions (B, T)."""
+    inv = 1.0 / (cfg.rope_theta ** (jnp.arange(0, cfg.head_dim, 2, dtype=jnp.float32) / cfg.head_dim))
+    angles = positions[:, :, None].astype(jnp.float32) * inv  # (B, T, head_dim / 2)
+    angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]  # (B, T, 1, head_dim)
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    first, second = jnp.split(x, 2, axis=-1)
+    return x * cos + jnp.concatenate([-second, first], axis=-1) * sin
 
 
 def write_rows(cache, update, pos):
@@ -395,26 +430,30 @@ def forward(
     """
     dt = _dtype(cfg)
     b, t = tokens.shape
+    heads, kv_heads, head_dim = cfg.n_heads, _kv_heads(cfg, None), cfg.head_dim
     pos = jnp.asarray(pos, jnp.int32).reshape(b)
     positions = pos[:, None] + jnp.arange(t, dtype=jnp.int32)  # (B, T)
-    x = params["embed"]["embedding"].astype(dt)[tokens] + params["pos_embed"]["embedding"].astype(dt)[positions]
+    params = unstack(params, cfg.n_layers)
+    x = params["embed"]["embedding"].astype(dt)[tokens]
     length = cache[0]["k"].shape[1]
     visible = jnp.arange(length)[None, None, :] <= positions[:, :, None]  # (B, T, S): keys up to each query
     new_cache = []
     for i in range(cfg.n_layers):
-        p = params["blocks"][i]
-        h = _rms_norm(x, p["norm1"]["scale"])
-        q, k, v = (
-            _dense(h, p[name], dt).reshape(b, t, cfg.n_heads, cfg.head_dim) for name in ("query", "key", "value")
-        )
+        p = params["layers"][i]
+        h = _rms_norm(x, p["attn_norm"]["weight"])
+        q = rope(_dense(h, p["attn"]["q"], dt).reshape(b, t, heads, head_dim), positions, cfg)
+        k = rope(_dense(h, p["attn"]["k"], dt).reshape(b, t, kv_heads, head_dim), positions, cfg)
+        v = _dense(h, p["attn"]["v"], dt).reshape(b, t, kv_heads, head_dim)
         layer = store(cache[i], k, v, pos)
         new_cache.append(layer)
-        att = lm.attention(q, *load(layer, dt), visible[:, None])
-        x = x + _dense(att.reshape(b, t, cfg.d_model), p["out"], dt).astype(x.dtype)
-        x = x + _dense(jax.nn.gelu(_dense(_rms_norm(x, p["norm2"]["scale"]), p["up"], dt)), p["down"], dt).astype(
-            x.dtype
+        keys, values = load(layer, dt)
+        att = jax.nn.dot_product_attention(q, keys, values, mask=visible[:, None])  # GQA: K/V heads shared
+        x = x + _dense(att.reshape(b, t, heads * head_dim), p["attn"]["o"], dt)
+        h = _rms_norm(x, p["mlp_norm"]["weight"])
+        x = x + _dense(
+            jax.nn.silu(_dense(h, p["mlp"]["gate"], dt)) * _dense(h, p["mlp"]["up"], dt), p["mlp"]["down"], dt
         )
-    logits = _dense(_rms_norm(x, params["norm"]["scale"]), params["head"], dt).astype(jnp.float32)
+    logits = _dense(_rms_norm(x, params["norm"]["weight"]), params["lm_head"], dt).astype(jnp.float32)
     return logits, new_cache
 
 
@@ -454,20 +493,38 @@ def make_step(cfg: Any, sample: Callable | None = None, *, donate: bool = True):
     return jax.jit(step, donate_argnums=(2,) if donate else ())
 
 
+def restack(params: Mapping[str, Any]) -> dict:
+    """The model's own layout back from a server's (:func:`unstack`): the layers stacked along a leading axis."""
+    if isinstance(params["layers"], Mapping):
+        return dict(params)
+    return {**params, "layers": jax.tree.map(lambda *xs: jnp.stack(xs), *params["layers"])}
+
+
 def recompute_step(cfg: Any):
-    """The no-cache baseline: every step runs the whole window (``lm.generate``'s way).
+    """The no-cache baseline: every step runs the whole window through the model (``lm.generate``'s way).
 
     ``step(params, window (B, seq_len), t) -> (window with token t filled in, t + 1)``: the
-    logits at position t - 1 choose token t.
+    logits at position t - 1 choose token t. ``params`` in the model's layout (stacked layers);
+    a server's tree (:func:`serving_params`) is restacked once, outside the compiled step.
     """
     graph = lm.graphdef(cfg)
 
-    def step(params, window, t):
+    @functools.partial(jax.jit, donate_argnums=(1,))
+    def compiled(params, window, t):
         logits = nnx.merge(graph, params)(window)
         nxt = jnp.argmax(jax.lax.dynamic_index_in_dim(logits, t - 1, axis=1, keepdims=False), axis=-1)
         return jax.lax.dynamic_update_index_in_dim(window, nxt.astype(window.dtype), t, axis=1), t + 1
 
-    return jax.jit(step, donate_argnums=(1,))
+    stacked: dict[str, Any] = {}  # the last tree restacked, by identity: a loop passes the same one every step
+
+    def step(params, window, t):
+        if not isinstance(params["layers"], Mapping):
+            if stacked.get("of") is not params:
+                stacked.update({"of": params, "tree": jax.jit(restack)(params)})
+            params = stacked["tree"]
+        return compiled(params, window, t)
+
+    return step
 
 
 def check_fits(prompt_len: int, new_tokens: int, cache_len: int) -> None:
@@ -560,16 +617,22 @@ def dequantize(p: Mapping[str, Any]):
 def quantize_params(params: Mapping[str, Any]):
     """Every matmul kernel (``.../kernel``) to int8 per channel; embeddings and norms unchanged.
 
-    Pass the tree a server keeps (:func:`serving_params`: bf16 embeddings) to compare like with
-    like; from lm's float32 master weights the embeddings stay float32.
+    Pass the tree a server keeps (:func:`serving_params`: one dict per layer, bf16 embeddings) to
+    compare like with like; from the float32 master weights the embeddings stay float32.
     """
-    out = {k: v for k, v in params.items()}
-    out["blocks"] = {
-        i: {name: (quantize_int8(layer[name]["kernel"]) if "kernel" in layer[name] else layer[name]) for name in layer}
-        for i, layer in params["blocks"].items()
-    }
-    out["head"] = quantize_int8(params["head"]["kernel"])
-    return out
+
+    def walk(node):
+        if isinstance(node, Mapping):
+            if "kernel" in node:
+                return quantize_int8(node["kernel"])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list | tuple):
+            return [walk(v) for v in node]
+        return node
+
+    if isinstance(params.get("layers"), Mapping):
+        raise ValueError("the layers are still stacked: quantize the tree serving_params returned")
+    return walk(params)
 
 
 def dequantized_copies(hlo_text: str, params: Mapping[str, Any]) -> list[str]:
@@ -811,17 +874,24 @@ def pages_from_cache(k, v, page_size: int, num_pages: int, page_order=None):
 
 
 def contiguous_attention(q, k, v, lengths):
-    """One query per sequence against a contiguous cache: q (B, H, Dh), k and v (B, S, H, Dh), lengths (B,)."""
-    scores = jnp.einsum("bhd,bkhd->bhk", q, k, preferred_element_type=jnp.float32) / math.sqrt(q.shape[-1])
-    mask = jnp.arange(k.shape[1])[None, None, :] < jnp.asarray(lengths)[:, None, None]
+    """One query per sequence against a contiguous cache: q (B, H, Dh), k and v (B, S, KV, Dh), lengths (B,).
+
+    KV divides H: each key/value head serves H // KV query heads (grouped-query attention).
+    """
+    b, h, d = q.shape
+    kv = k.shape[2]
+    grouped = q.reshape(b, kv, h // kv, d)  # query heads in groups, one group per key/value head
+    scores = jnp.einsum("bkgd,bskd->bkgs", grouped, k, preferred_element_type=jnp.float32) / math.sqrt(d)
+    mask = jnp.arange(k.shape[1])[None, None, None, :] < jnp.asarray(lengths)[:, None, None, None]
     probs = jax.nn.softmax(jnp.where(mask, scores, jnp.finfo(jnp.float32).min), axis=-1)
-    return jnp.einsum("bhk,bkhd->bhd", probs.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    out = jnp.einsum("bkgs,bskd->bkgd", probs.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    return out.reshape(b, h, d)
 
 
 def paged_attention(q, pool, page_table, lengths):
     """One query per sequence against a paged cache, in plain JAX: gather each sequence's pages, then attend.
 
-    q (B, H, Dh); pool (P, page_size, 2H, Dh) (keys at even heads, values at odd); page_table
+    q (B, H, Dh); pool (P, page_size, 2KV, Dh) (keys at even heads, values at odd; KV divides H); page_table
     (B, pages per sequence) int32; lengths (B,) tokens held. Outside ``jit`` an entry outside the
     pool raises :class:`PageTableError`; inside, a sequence with such an entry gets NaN as its
     output (float32 whatever the pool's dtype, int8 or fp8 too), never another page's data.
@@ -890,7 +960,9 @@ SERVING_RULES: dict[str, Any] = {
     "batch": ("data", "fsdp"),
     "embed": None,
     "heads": "tensor",
+    "kv_heads": "tensor",
     "mlp": "tensor",
+    "layers": None,
     "vocab": None,
     "length": None,
     "norm": None,
@@ -899,15 +971,15 @@ SERVING_RULES: dict[str, Any] = {
 
 
 def cache_spec(mesh, rules: Mapping[str, Any] = SERVING_RULES):
-    """The PartitionSpec of one (batch, length, heads, head_dim) cache array: batch and heads split."""
-    return lm.spec_for(("batch", "length", "heads", None), rules, mesh)
+    """The PartitionSpec of one (batch, length, kv_heads, head_dim) cache array: batch and heads split."""
+    return lm.spec_for(("batch", "length", "kv_heads", None), rules, mesh)
 
 
 def serving_shardings(params, cache, mesh, rules: Mapping[str, Any] = SERVING_RULES):
     """(parameter shardings, cache shardings) on ``mesh``: weights by ``lm``'s logical axes, the cache by batch and heads."""
     spec = cache_spec(mesh, rules)
     for leaf in jax.tree.leaves(cache):  # a clear error for a batch or head count that does not divide
-        lm.spec_for(("batch", "length", "heads", None), rules, mesh, leaf.shape, "the KV cache")
+        lm.spec_for(("batch", "length", "kv_heads", None), rules, mesh, leaf.shape, "the KV cache")
     return lm.shardings(params, rules, mesh), jax.tree.map(lambda _: NamedSharding(mesh, spec), cache)
 
 

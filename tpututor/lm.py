@@ -10,22 +10,28 @@ subprocesses import (``python -m tpututor.lm train --help``):
 * :func:`dataset`: the grain pipeline (windows of tokens, shuffled, batched, one slice per process);
   :func:`write_shards` / :func:`read_shards`: a folder of token files, each host reading its own;
   :func:`to_device` and :func:`device_prefetch`: batches onto the mesh, the next one ahead of the step.
-* :class:`LM`: the model in Flax NNX (f32 master weights, bf16 compute).
+* :class:`LM`: the model, :class:`tpututor.models.llama.Llama` (RMSNorm, RoPE, grouped-query
+  attention, a SwiGLU MLP, the layers stacked and scanned) at an ``lm.Config``'s size; f32 master
+  weights, bf16 compute. Lesson 13 (bring your own model) loads Hugging Face checkpoints into the
+  same class.
 * :data:`PARAM_AXES`, :data:`RULES`, :func:`make_mesh`, :func:`shardings`: named logical axes
   and the rules that map them onto the mesh axes ``data``, ``fsdp`` and ``tensor``.
-* :func:`loss_fn`, :func:`train_step`, :func:`make_train_step`: the loss and the compiled step.
+* :func:`loss_fn`, :func:`train_step`, :func:`make_train_step`: the loss and the compiled step;
+  :func:`remat_policy`: what each layer keeps for the backward pass.
 * :func:`checkpoint_manager`, :func:`save`, :func:`restore`, :func:`load`: Orbax checkpoints.
 * :func:`generate`: text sampled from the model; :func:`train`: the loop the subprocesses run.
 
 **For other lessons (09 serves this model).** The parameters are a nested dict (``params`` of
-the train state, or ``nnx.state(model, nnx.Param)``)::
+the train state, or ``nnx.state(model, nnx.Param)``); a layer's weights are stacked along a
+leading axis of ``n_layers``::
 
-    embed/embedding (vocab, d_model)        pos_embed/embedding (seq_len, d_model)
-    blocks/<i>/norm1/scale (d_model,)       blocks/<i>/norm2/scale (d_model,)
-    blocks/<i>/query|key|value/kernel (d_model, d_model)   heads: n_heads x head_dim columns
-    blocks/<i>/out/kernel (d_model, d_model)
-    blocks/<i>/up/kernel (d_model, d_ff)    blocks/<i>/down/kernel (d_ff, d_model)
-    norm/scale (d_model,)                   head/kernel (d_model, vocab)
+    embed/embedding (vocab, d_model)             norm/weight (d_model,)
+    lm_head/kernel (d_model, vocab)
+    layers/attn_norm/weight (L, d_model)         layers/mlp_norm/weight (L, d_model)
+    layers/attn/q/kernel (L, d_model, n_heads x head_dim)
+    layers/attn/k/kernel, v/kernel (L, d_model, n_kv_heads x head_dim)
+    layers/attn/o/kernel (L, n_heads x head_dim, d_model)
+    layers/mlp/gate/kernel, up/kernel (L, d_model, d_ff)   layers/mlp/down/kernel (L, d_ff, d_model)
 
 ``load(directory)`` returns ``(config, model)`` from the latest checkpoint of a training run.
 
@@ -64,6 +70,7 @@ from jax.sharding import PartitionSpec as P
 
 from . import hosts, tblog
 from .lm_config import PROFILES, VOCAB, Config, config_for
+from .models import llama
 
 __all__ = [
     "Config",
@@ -79,9 +86,9 @@ __all__ = [
     "to_device",
     "device_prefetch",
     "LM",
-    "Block",
-    "attention",
+    "llama_config",
     "POLICIES",
+    "remat_policy",
     "PARAM_AXES",
     "RULES",
     "MESH_AXES",
@@ -354,72 +361,42 @@ def device_prefetch(batches: Iterator[Mapping[str, Any]], sharding, size: int = 
 # --------------------------------------------------------------------------- the model (Flax NNX)
 
 
-def attention(q, k, v, mask):
-    """Softmax attention per head. q: (B, Sq, H, Dh), k and v: (B, Sk, H, Dh), mask: (Sq, Sk) bool."""
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(q.shape[-1])
-    scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)  # softmax in f32, the product in bf16
-    return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+def llama_config(cfg: Config) -> llama.Config:
+    """``cfg`` as the Llama family's config: the same widths, a byte vocabulary, RoPE up to ``seq_len``.
+
+    Weights in float32 and matmuls in ``cfg.compute_dtype`` (mixed precision); remat is chosen per
+    step (:func:`make_train_step`), so the model's own default is off.
+    """
+    return llama.Config(
+        family="llama",
+        vocab=cfg.vocab,
+        d_model=cfg.d_model,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        n_kv_heads=cfg.n_kv_heads,
+        head_dim=cfg.head_dim,
+        d_ff=cfg.d_ff,
+        rope_theta=cfg.rope_theta,
+        max_len=cfg.seq_len,
+        dtype=cfg.compute_dtype,
+        remat=False,
+    )
 
 
-_INIT = nnx.initializers.normal(0.02)  # every weight: N(0, 0.02), as GPT-2
-
-
-class Block(nnx.Module):
-    """Pre-norm Transformer block: causal self-attention, then a GELU MLP, each with a residual."""
-
-    def __init__(self, cfg: Config, rngs: nnx.Rngs):
-        d, dt, pdt = cfg.d_model, jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
-        dense = functools.partial(nnx.Linear, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=_INIT, rngs=rngs)
-        self.n_heads = cfg.n_heads
-        self.norm1 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
-        self.query, self.key, self.value = dense(d, d), dense(d, d), dense(d, d)
-        self.out = dense(d, d)
-        self.norm2 = nnx.RMSNorm(d, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
-        self.up, self.down = dense(d, cfg.d_ff), dense(cfg.d_ff, d)
-
-    def __call__(self, x, mask):
-        b, s, d = x.shape
-        h = self.norm1(x)
-        q, k, v = (f(h).reshape(b, s, self.n_heads, d // self.n_heads) for f in (self.query, self.key, self.value))
-        x = x + self.out(attention(q, k, v, mask).reshape(b, s, d)).astype(x.dtype)
-        return x + self.down(jax.nn.gelu(self.up(self.norm2(x)))).astype(x.dtype)
-
-
-class LM(nnx.Module):
-    """Token and position embeddings, ``n_layers`` blocks, a final norm and the vocabulary projection."""
+class LM(llama.Llama):
+    """Lesson 08's model: :class:`tpututor.models.llama.Llama` (the definition lesson 13 loads Hugging Face
+    checkpoints into) built at the size of an ``lm.Config``. Nothing else differs: tokens in, logits out."""
 
     def __init__(self, cfg: Config, rngs: nnx.Rngs):
-        dt, pdt = jnp.dtype(cfg.compute_dtype), jnp.dtype(cfg.param_dtype)
-        self.cfg = cfg
-        self.embed = nnx.Embed(cfg.vocab, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=_INIT, rngs=rngs)
-        self.pos_embed = nnx.Embed(cfg.seq_len, cfg.d_model, dtype=dt, param_dtype=pdt, embedding_init=_INIT, rngs=rngs)
-        self.blocks = nnx.data([Block(cfg, rngs) for _ in range(cfg.n_layers)])
-        self.norm = nnx.RMSNorm(cfg.d_model, dtype=jnp.float32, param_dtype=pdt, rngs=rngs)
-        self.head = nnx.Linear(
-            cfg.d_model, cfg.vocab, use_bias=False, dtype=dt, param_dtype=pdt, kernel_init=_INIT, rngs=rngs
-        )
-
-    def __call__(self, tokens, *, remat: Callable | None = None, constrain: Callable | None = None):
-        """tokens (B, S) int -> logits (B, S, vocab) in float32.
-
-        ``remat`` wraps each block (``jax.checkpoint`` with a policy); ``constrain(x, axes)``
-        pins an activation's sharding by logical axes (see :func:`make_train_step`).
-        """
-        s = tokens.shape[1]
-        mask = jnp.tril(jnp.ones((s, s), bool))
-        x = self.embed(tokens) + self.pos_embed(jnp.arange(s))[None]
-        for block in self.blocks:
-            if constrain is not None:
-                x = constrain(x, ("batch", "length", "act_embed"))
-            x = remat(block)(x, mask) if remat is not None else block(x, mask)
-        return self.head(self.norm(x)).astype(jnp.float32)
+        if cfg.param_dtype != "float32":
+            raise ValueError(f"the Llama model keeps float32 master weights; got param_dtype={cfg.param_dtype!r}")
+        super().__init__(llama_config(cfg), rngs)
 
 
 def _policies() -> dict:
     cp = jax.checkpoint_policies
     return {
-        "none": None,
+        "none": False,
         "full": cp.nothing_saveable,
         "dots": cp.dots_with_no_batch_dims_saveable,
         "dots_all": cp.dots_saveable,
@@ -429,32 +406,37 @@ def _policies() -> dict:
 POLICIES = ("none", "full", "dots", "dots_all")  # remat policy names for make_train_step
 
 
-def remat_wrapper(policy) -> Callable | None:
-    """``policy`` (a name in POLICIES, or a ``jax.checkpoint_policies`` function) -> a block wrapper."""
+def remat_policy(policy) -> Callable | bool:
+    """``policy`` (a name in POLICIES, or a ``jax.checkpoint_policies`` function) -> what the model's
+    ``remat=`` takes: False for none, else the policy ``jax.checkpoint`` applies to every layer."""
     if isinstance(policy, str):
         if policy not in POLICIES:
             raise ValueError(
                 f"unknown remat policy {policy!r}: use one of {POLICIES} or a jax.checkpoint_policies function"
             )
-        if policy == "none":
-            return None
-        policy = _policies()[policy]
-    return lambda block: jax.checkpoint(lambda x, mask: block(x, mask), policy=policy)
+        return _policies()[policy]
+    if policy is None or policy is False:
+        return False
+    if not callable(policy):
+        raise ValueError(f"remat policy must be a name in {POLICIES} or a jax.checkpoint_policies function")
+    return policy
 
 
 # --------------------------------------------------------------------------- sharding: logical axes
 
 # Parameter name (regex on its path) -> one logical axis name per dimension. Optimizer state leaves
 # (Adam's mu and nu) end with the same paths, so they follow their parameter.
+# A layer's weights are stacked along a leading "layers" axis (the model scans over it).
 PARAM_AXES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     (r"(^|/)embed/embedding$", ("vocab", "embed")),
-    (r"pos_embed/embedding$", ("length", "embed")),
-    (r"(query|key|value)/kernel$", ("embed", "heads")),
-    (r"out/kernel$", ("heads", "embed")),
-    (r"up/kernel$", ("embed", "mlp")),
-    (r"down/kernel$", ("mlp", "embed")),
-    (r"head/kernel$", ("embed", "vocab")),
-    (r"scale$", ("norm",)),
+    (r"attn/q/kernel$", ("layers", "embed", "heads")),
+    (r"attn/(k|v)/kernel$", ("layers", "embed", "kv_heads")),
+    (r"attn/o/kernel$", ("layers", "heads", "embed")),
+    (r"mlp/(gate|up)/kernel$", ("layers", "embed", "mlp")),
+    (r"mlp/down/kernel$", ("layers", "mlp", "embed")),
+    (r"lm_head/kernel$", ("embed", "vocab")),
+    (r"(attn|mlp)_norm/weight$", ("layers", "norm")),  # a layer's two norms
+    (r"(^|/)norm/weight$", ("norm",)),  # the final norm
 )
 
 MESH_AXES = ("data", "fsdp", "tensor")
@@ -466,7 +448,9 @@ RULES: dict[str, Any] = {
     "batch": ("data", "fsdp"),  # activations and batches: split over every data-like axis
     "embed": "fsdp",  # parameters' model dimension: FSDP shards it
     "heads": "tensor",  # attention heads: tensor parallel
+    "kv_heads": "tensor",  # key/value heads (fewer: grouped-query attention) split the same way
     "mlp": "tensor",  # the MLP's hidden units: tensor parallel
+    "layers": None,  # the stacked layer axis: every device holds its share of every layer
     "vocab": None,
     "length": None,
     "norm": None,
@@ -503,10 +487,17 @@ def _path(keys) -> str:
 
 
 def logical_axes(path: str, ndim: int) -> tuple[str | None, ...]:
-    """The logical axes of the array at ``path`` (from :data:`PARAM_AXES`); scalars and unknowns replicate."""
+    """The logical axes of the array at ``path`` (from :data:`PARAM_AXES`); scalars and unknowns replicate.
+
+    One layer's weight taken out of the stack (``layers/3/attn/q/kernel``, as a server keeps them)
+    has every axis but ``layers``.
+    """
     for pattern, axes in PARAM_AXES:
-        if re.search(pattern, path) and len(axes) == ndim:
-            return axes
+        if re.search(pattern, path):
+            if len(axes) == ndim:
+                return axes
+            if axes[:1] == ("layers",) and len(axes) - 1 == ndim:
+                return axes[1:]
     return (None,) * ndim
 
 
@@ -629,15 +620,19 @@ def model_from(cfg: Config, params):
     return nnx.merge(graphdef(cfg), params)
 
 
-def loss_fn(params, graph, batch: Mapping[str, Any], *, remat=None, constrain=None):
-    """Mean next-token cross-entropy (nats per token) of the model ``graph`` + ``params``."""
-    logits = nnx.merge(graph, params)(batch["inputs"], remat=remat, constrain=constrain)
-    return optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
+def loss_fn(params, graph, batch: Mapping[str, Any], *, remat=False, activations=None):
+    """Mean next-token cross-entropy (nats per token) of the model ``graph`` + ``params``, in float32.
+
+    ``remat``: False, or the ``jax.checkpoint`` policy for each layer (:func:`remat_policy`);
+    ``activations``: the residual stream's sharding between layers (None: the compiler's choice).
+    """
+    logits = nnx.merge(graph, params)(batch["inputs"], remat=remat, activations=activations)
+    return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), batch["targets"]).mean()
 
 
-def train_step(state: dict, batch: Mapping[str, Any], *, graph, tx, remat=None, constrain=None):
+def train_step(state: dict, batch: Mapping[str, Any], *, graph, tx, remat=False, activations=None):
     """One optimizer step: gradients of the loss (f32, as the master weights), then AdamW."""
-    loss, grads = jax.value_and_grad(loss_fn)(state["params"], graph, batch, remat=remat, constrain=constrain)
+    loss, grads = jax.value_and_grad(loss_fn)(state["params"], graph, batch, remat=remat, activations=activations)
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
     params = optax.apply_updates(state["params"], updates)
     return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
@@ -656,10 +651,8 @@ def make_train_step(
     state_sh = shardings(abstract, rules, mesh)
     batch_sh = batch_sharding(mesh, rules)
 
-    def constrain(x, axes):
-        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec_for(axes, rules, mesh)))
-
-    step = functools.partial(train_step, graph=graphdef(cfg), tx=tx, remat=remat_wrapper(remat), constrain=constrain)
+    residual = NamedSharding(mesh, spec_for(("batch", "length", "act_embed"), rules, mesh))  # between layers
+    step = functools.partial(train_step, graph=graphdef(cfg), tx=tx, remat=remat_policy(remat), activations=residual)
     return jax.jit(
         step,
         in_shardings=(state_sh, {"inputs": batch_sh, "targets": batch_sh}),
@@ -791,19 +784,19 @@ def load(directory: str | os.PathLike, step: int | None = None):
 
 def generate(model, prompt: str, length: int = 200, *, temperature: float = 0.8, seed: int = 0) -> str:
     """``prompt`` continued by ``length`` sampled tokens (bytes; a sliding window of ``seq_len``)."""
-    cfg = model.cfg
+    seq_len = model.cfg.max_len
     graph, params = nnx.split(model)
 
     @jax.jit
     def next_token(params, window, t, key):
-        logits = nnx.merge(graph, params)(window[None])[0, t - 1]
+        logits = nnx.merge(graph, params)(window[None])[0, t - 1].astype(jnp.float32)
         return jax.random.categorical(key, logits / max(temperature, 1e-4))
 
     ids = list(encode(prompt)) or [ord("\n")]
     key = jax.random.key(seed)
     for _ in range(length):
-        context = ids[-cfg.seq_len :]
-        window = np.zeros(cfg.seq_len, np.int32)
+        context = ids[-seq_len:]
+        window = np.zeros(seq_len, np.int32)
         window[: len(context)] = context
         key, sub = jax.random.split(key)
         ids.append(int(next_token(params, jnp.asarray(window), len(context), sub)))

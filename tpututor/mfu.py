@@ -52,9 +52,18 @@ def _dims(cfg: Any) -> tuple[int, int, int, int, int]:
 
 
 def matmul_params(cfg: Any) -> int:
-    """N: the weights that take part in matmuls (attention and MLP of every layer, and the vocab projection)."""
+    """N: the weights that take part in matmuls (attention and MLP of every layer, and the vocab projection).
+
+    Attention: q and o of d x d, k and v of d x (n_kv_heads x head_dim) when the config has fewer
+    key/value heads (grouped-query attention), else d x d. MLP: ``cfg.mlp_matrices`` matrices of
+    d x d_ff (3 for a gated MLP such as ``lm.Config``'s SwiGLU; 2 when the config does not say).
+    """
     d, layers, ff, vocab, _ = _dims(cfg)
-    return layers * (4 * d * d + 2 * d * ff) + d * vocab
+    kv_width = d
+    if getattr(cfg, "n_kv_heads", None) and getattr(cfg, "n_heads", None):
+        kv_width = cfg.n_kv_heads * (d // cfg.n_heads)
+    attention = 2 * d * d + 2 * d * kv_width
+    return layers * (attention + getattr(cfg, "mlp_matrices", 2) * d * ff) + d * vocab
 
 
 def attention_flops_per_token(cfg: Any, *, causal: bool = True, seq_len: int | None = None) -> float:

@@ -39,6 +39,7 @@ __all__ = [
     "Finding",
     "Forgotten",
     "plan",
+    "gated_width",
     "transformer_params",
     "review",
     "forgotten",
@@ -836,6 +837,12 @@ class CompilerUnavailable(RuntimeError):
     """No TPU compiler here (no JAX, no libtpu, or a pairing that cannot compile); the text says why."""
 
 
+def gated_width(d_model: int, multiple: int = 128) -> int:
+    """A gated MLP's width for ``d_model``: about 8 d / 3 (three matrices then hold 8 d^2, as a plain MLP
+    of 4 d does with two), rounded to a multiple of ``multiple`` (LLaMA's rule: 4096 -> 11008 = 2.69 d)."""
+    return max(multiple, round(8 * d_model / 3 / multiple) * multiple)
+
+
 def lm_shape(
     params: float,
     *,
@@ -847,15 +854,17 @@ def lm_shape(
 ) -> tuple[int, int, str | None]:
     """(layers, d_model, assumption) of a :mod:`tpututor.lm` Transformer of about ``params`` parameters.
 
-    The model is lm's: per layer 12 x d_model^2 (attention 4 d^2, a plain MLP of d_ff = 4 d: 8 d^2),
-    untied input and output embeddings (2 x vocab x d_model) and learned positions (seq_len x d_model).
+    The model is lm's (the Llama layout): per layer about 12 x d_model^2 (attention 4 d^2 with as many
+    key/value heads as query heads, a gated MLP of three d x d_ff matrices with d_ff about 8 d / 3:
+    8 d^2; :func:`gated_width`) and untied input and output embeddings (2 x vocab x d_model); RoPE
+    has no position table.
     What is not given is derived: depth from a width of about 128 x depth (GPT-3's and LLaMA's aspect:
     4096 wide, 32 deep at 8B), width rounded to a multiple of ``multiple`` (128, or the devices FSDP
     splits it over). ``assumption`` says what was derived (None when both were given).
     """
     if layers is not None and d_model is not None:
         return layers, d_model, None
-    embed = 2 * vocab + seq_len + 1  # d_model times this many: embeddings, positions, final norm
+    embed = 2 * vocab + 1  # d_model times this many: the two embeddings and the final norm
     derived = []
     if layers is None and d_model is None:
         layers = max(1, round((params / (12 * 128**2)) ** (1 / 3)))
@@ -1061,12 +1070,12 @@ def compile_check(
     if derived:
         assumptions.append(
             f"no model shape given (--layers, --d-model): derived {derived} for about "
-            f"{p.params:.3g} parameters in tpututor.lm's layout (12 x d_model^2 per layer, "
+            f"{p.params:.3g} parameters in tpututor.lm's layout (about 12 x d_model^2 per layer, "
             "untied embeddings); pass --layers and --d-model for your model's"
         )
     heads = heads or (width // 128 if width % 128 == 0 else width // 64 if width % 64 == 0 else 1)
     cfg = lm.Config(
-        d_model=width, n_layers=n_layers, n_heads=heads, d_ff=d_ff or 4 * width, seq_len=seq_len, vocab=vocab
+        d_model=width, n_layers=n_layers, n_heads=heads, d_ff=d_ff or gated_width(width), seq_len=seq_len, vocab=vocab
     )
     batch = batch or devices
     n = cfg.n_params()
@@ -1088,8 +1097,8 @@ def compile_check(
         if per_device > 1
         else f"HBM per chip {hbm / GIB:.2f} GiB from the chip table "
         f"({spec.chip.source_date}); the compiler may keep some for itself",
-        f"{batch} sequences of {seq_len} tokens per step (--batch, --seq-len); attention is lm's plain softmax "
-        "attention, whose scores grow with seq_len^2",
+        f"{batch} sequences of {seq_len} tokens per step (--batch, --seq-len); attention is "
+        "jax.nn.dot_product_attention as XLA writes it out, whose scores grow with seq_len^2",
     ]
     tx = lm.optimizer()
     mesh = lm.make_mesh(data=1, fsdp=devices, tensor=1, devices=aot.topology(slice_name).devices)

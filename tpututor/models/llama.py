@@ -284,8 +284,12 @@ class Llama(nnx.Module):
             None if cfg.tie_embeddings else _linear(rngs, cfg.d_model, cfg.vocab, ("embed", "vocab"), dtype=cfg.dtype)
         )
 
-    def __call__(self, tokens: jax.Array, *, activations: Any = None) -> jax.Array:
-        """``activations``: where the residual stream (batch, time, d_model) lives between layers, a
+    def __call__(self, tokens: jax.Array, *, activations: Any = None, remat: Any = None) -> jax.Array:
+        """``remat``: the ``jax.checkpoint`` policy each layer runs under (a ``jax.checkpoint_policies``
+        function), False for none; None follows ``cfg.remat`` (True: keep only what a matmul without
+        batch dimensions produced, recompute the rest in the backward pass).
+
+        ``activations``: where the residual stream (batch, time, d_model) lives between layers, a
         ``Sharding`` such as ``NamedSharding(mesh, P("fsdp"))`` (split by batch). None leaves it to the
         compiler, which may follow the weights' sharding instead (under FSDP: split along d_model, every
         device holding the whole batch, and the activations saved for the backward pass with it)."""
@@ -311,8 +315,10 @@ class Llama(nnx.Module):
         def layer(x: jax.Array, weights) -> tuple[jax.Array, None]:
             return keep(nnx.merge(block_def, weights)(x, cos, sin)), None
 
-        if cfg.remat:  # keep only what a matmul without batch dimensions produced; recompute the rest
-            layer = jax.checkpoint(layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+        if remat is None:
+            remat = jax.checkpoint_policies.dots_with_no_batch_dims_saveable if cfg.remat else False
+        if remat is not False:  # what the policy does not keep is recomputed in the backward pass
+            layer = jax.checkpoint(layer, policy=remat)
         x, _ = jax.lax.scan(layer, x, stacked)
         x = self.norm(x)
         if self.lm_head is None:

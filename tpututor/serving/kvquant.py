@@ -45,8 +45,8 @@ def init_cache(cfg: Any, batch: int, length: int | None = None, device=None) -> 
     """An empty int8 cache: per layer ``k``, ``v`` int8 (B, S, H, Dh) and ``k_scale``, ``v_scale`` float32 (B, S, H, 1)."""
     length = cfg.seq_len if length is None else length
     device = device or jax.devices()[0]
-    values = (batch, length, cfg.n_heads, cfg.head_dim)
-    scales = (batch, length, cfg.n_heads, 1)
+    values = (batch, length, cfg.n_kv_heads, cfg.head_dim)
+    scales = (batch, length, cfg.n_kv_heads, 1)
     zeros = lambda shape, dt: jax.device_put(jnp.zeros(shape, dt), device)
     return [
         {

@@ -95,7 +95,7 @@ class PrefixCache:
         self.cache_len = cache_len or cfg.seq_len
         if self.cache_len % page_size:
             raise ValueError(f"cache_len={self.cache_len} is not a multiple of page_size={page_size}")
-        shape = (num_pages, page_size, 2 * cfg.n_heads, cfg.head_dim)
+        shape = (num_pages, page_size, 2 * cfg.n_kv_heads, cfg.head_dim)
         device = device or jax.devices()[0]  # committed, like the pools _store returns: one compilation
         self.pools = [
             jax.device_put(jnp.zeros(shape, jnp.dtype(cfg.compute_dtype)), device) for _ in range(cfg.n_layers)
