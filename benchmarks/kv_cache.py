@@ -1,7 +1,7 @@
 """What does a KV cache buy? Tokens/s decoding with the cache against recomputing the prefix.
 
 A model as wide as the full profile of lesson 08 (training), tpututor.lm with random weights
-(speed does not depend on them) and a position table of --context tokens, generates from an
+(speed does not depend on them) and a context of --context tokens, generates from an
 8-token prompt to the end of its context, greedily, batch 1, two ways: with a KV cache (tpututor.decode: one prefill, then one
 decode step per token) and without (every step runs the whole window through lm.LM, as
 lm.generate does). The two runs alternate, --repeats times, so background load hits both alike;

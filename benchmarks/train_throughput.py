@@ -1,9 +1,10 @@
 """Training throughput of the model of lesson 08 (training), full profile: JAX against eager PyTorch, one CPU.
 
 The model is tpututor.lm's Transformer at the full profile (lm.PROFILES["full"]), trained the way
-the lesson trains it: float32 master weights, bfloat16 matmuls, AdamW. The PyTorch version is the
-same architecture and batch written in plain eager PyTorch (torch.autocast for the bfloat16
-matmuls, torch.optim.AdamW). Each framework is timed at one thread and at every core (on a busy
+the lesson trains it: float32 master weights, bfloat16 matmuls, AdamW. The model is the Llama
+family's (tpututor.models.llama); the PyTorch version is Hugging Face's LlamaForCausalLM built from the
+same config.json, in eager PyTorch with the same batch (torch.autocast for the bfloat16 matmuls,
+torch.optim.AdamW). Each framework is timed at one thread and at every core (on a busy
 machine a thread pool can do worse with more threads; each framework's faster setting is the one
 compared). XLA fixes its CPU threads when its backend starts, so JAX at one thread runs in a child
 process (XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"); the rest
@@ -65,41 +66,16 @@ def jax_trainer(cfg: lm.Config, batch: int, corpus):
 
 def torch_trainer(cfg: lm.Config, batch: int, corpus, torch, device: str = "cpu"):
     """The same model, batch and optimizer in eager PyTorch on ``device``: returns run(n) -> seconds per step."""
-    nn, F = torch.nn, torch.nn.functional
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    F = torch.nn.functional
     torch.manual_seed(0)
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            d = cfg.d_model
-            self.norm1, self.norm2 = nn.RMSNorm(d, eps=1e-6), nn.RMSNorm(d, eps=1e-6)
-            self.query, self.key, self.value, self.out = (nn.Linear(d, d, bias=False) for _ in range(4))
-            self.up, self.down = nn.Linear(d, cfg.d_ff, bias=False), nn.Linear(cfg.d_ff, d, bias=False)
-
-        def forward(self, x):
-            b, s, d = x.shape
-            h = self.norm1(x)
-            q, k, v = (
-                f(h).view(b, s, cfg.n_heads, cfg.head_dim).transpose(1, 2) for f in (self.query, self.key, self.value)
-            )
-            att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.out(att.transpose(1, 2).reshape(b, s, d))
-            return x + self.down(F.gelu(self.up(self.norm2(x)), approximate="tanh"))
-
-    class LM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed, self.pos_embed = nn.Embedding(cfg.vocab, cfg.d_model), nn.Embedding(cfg.seq_len, cfg.d_model)
-            self.blocks = nn.ModuleList(Block() for _ in range(cfg.n_layers))
-            self.norm, self.head = nn.RMSNorm(cfg.d_model, eps=1e-6), nn.Linear(cfg.d_model, cfg.vocab, bias=False)
-
-        def forward(self, tokens):
-            x = self.embed(tokens) + self.pos_embed(torch.arange(tokens.shape[1], device=tokens.device))[None]
-            for block in self.blocks:
-                x = block(x)
-            return self.head(self.norm(x)).float()
-
-    model = LM().to(device)
+    # Hugging Face's LlamaForCausalLM is the PyTorch twin of lm.LM (tpututor.models.llama.Llama): the same
+    # config.json describes both (lesson 13 (bring your own model) compares their logits).
+    hf = LlamaConfig(**lm.llama_config(cfg).to_hf())
+    hf._attn_implementation = "sdpa"  # F.scaled_dot_product_attention, PyTorch's fused attention
+    model = LlamaForCausalLM(hf).float()
+    model = model.to(device)
     matrices = [p for p in model.parameters() if p.ndim > 1]  # as lm.optimizer: no decay on the norms' scales
     others = [p for p in model.parameters() if p.ndim <= 1]
     opt = torch.optim.AdamW(
@@ -112,7 +88,7 @@ def torch_trainer(cfg: lm.Config, batch: int, corpus, torch, device: str = "cpu"
 
     def step():
         with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):  # bf16 matmuls, float32 weights
-            logits = model(inputs)
+            logits = model(inputs).logits.float()
         loss = F.cross_entropy(logits.view(-1, cfg.vocab), targets.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -384,8 +384,8 @@ def llama_config(cfg: Config) -> llama.Config:
 
 
 class LM(llama.Llama):
-    """Lesson 08's model: :class:`tpututor.models.llama.Llama` (the definition lesson 13 loads Hugging Face
-    checkpoints into) built at the size of an ``lm.Config``. Nothing else differs: tokens in, logits out."""
+    """Lesson 08's model: :class:`tpututor.models.llama.Llama` (the definition that lesson 13 (bring your
+    own model) loads Hugging Face checkpoints into) at the size of an ``lm.Config``. Tokens in, logits out."""
 
     def __init__(self, cfg: Config, rngs: nnx.Rngs):
         if cfg.param_dtype != "float32":
