@@ -91,7 +91,9 @@ def xla_flops(compiled: Any) -> float | None:
     """FLOPs the compiler counts for a compiled program (``cost_analysis()['flops']``), or None.
 
     The result is per device for a sharded program. JAX returns a dict (0.4.30 and later) or a
-    one-element list of dicts (earlier); both are read.
+    one-element list of dicts (earlier); both are read. XLA counts a while loop's body once, not
+    once per trip: for a model whose layers run under ``lax.scan`` (``lm.LM``) the figure holds
+    one layer's FLOPs, so compare it with a one-layer count, or use :func:`flops_per_step`.
     """
     analysis = compiled.cost_analysis()
     if isinstance(analysis, (list, tuple)):
