@@ -15,8 +15,9 @@ import pytest
 
 from conftest import CATALOG
 
-# Lessons not yet brought to these rules. Empty it lesson by lesson; a lesson listed here is skipped.
-TODO_LESSONS = {"08_training", "09_inference_serving"}
+# Lessons not yet brought to these rules (a lesson listed here is skipped). Every lesson follows them now;
+# a new lesson that does not yet goes here until it does.
+TODO_LESSONS: set[str] = set()
 CHECKED = [lesson for lesson in CATALOG if lesson.stem not in TODO_LESSONS]
 IDS = [lesson.stem for lesson in CHECKED]
 
