@@ -2,7 +2,7 @@
 
 A model as wide as the full profile of lesson 08 (training), tpututor.lm with random weights
 (speed does not depend on them) and a context of --context tokens, generates from an
-8-token prompt to the end of its context, greedily, batch 1, two ways: with a KV cache (tpututor.decode: one prefill, then one
+8-token prompt to the end of its context, greedily, batch 1, two ways: with a KV cache (tpututor.serving.decode: one prefill, then one
 decode step per token) and without (every step runs the whole window through lm.LM, as
 lm.generate does). The two runs alternate, --repeats times, so background load hits both alike;
 the medians and the spread (min to max) are printed. Then one decode step with a full cache is
@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tpututor import bench, decode, lm
+from tpututor import bench, lm
+from tpututor.serving import decode, sizing
 
 PROMPT = 8
 
@@ -99,7 +100,7 @@ def main() -> int:
     _, runs = bench.time_calls(steps, jax.block_until_ready, warmup=2, repeats=repeats)
     step_s = statistics.median(runs) / 16
     bandwidth = add.bytes / add.min_seconds  # the best run: the least interference from other work
-    bound = decode.min_step_seconds(cfg, 1, context, bandwidth)
+    bound = sizing.min_step_seconds(cfg, 1, context, bandwidth)
     print(
         f"decode step, full cache: {step_s * 1e6:,.0f} us (spread {min(runs) / 16 * 1e6:,.0f} to "
         f"{max(runs) / 16 * 1e6:,.0f}); bound {bound * 1e6:,.1f} us at the measured {bandwidth / 1e9:.1f} GB/s "

@@ -19,7 +19,11 @@ FRAMEWORK_MODULES = (
     "tpututor.serving.prefix",
     "tpututor.serving.speculative",
     "tpututor.serving.kvquant",
-    "tpututor.decode",
+    "tpututor.serving.decode",
+    "tpututor.serving.batching",
+    "tpututor.serving.int8",
+    "tpututor.serving.paged",
+    "tpututor.serving.sharding",
     "tpututor.lm",
 )
 

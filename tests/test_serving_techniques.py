@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpututor import decode, lm
-from tpututor.serving import kvquant, prefix, speculative
+from tpututor import lm
+from tpututor.serving import decode, kvquant, prefix, sizing, speculative
 
 CFG = lm.PROFILES["ci"]
 
@@ -38,7 +38,7 @@ def test_block_keys_are_whole_prefixes_of_full_blocks():
 
 
 def test_suffix_flops_of_no_prefix_are_the_whole_prefill():
-    assert prefix.suffix_prefill_flops(CFG, 0, 40) == decode.prefill_cost(CFG, 1, 40).flops
+    assert prefix.suffix_prefill_flops(CFG, 0, 40) == sizing.prefill_cost(CFG, 1, 40).flops
     assert prefix.suffix_prefill_flops(CFG, 32, 8) < prefix.suffix_prefill_flops(CFG, 0, 40)
 
 
@@ -164,6 +164,6 @@ def test_int8_cache_logits_within_bound(params):
 
 def test_int8_cache_about_doubles_the_batch_that_fits():
     big = lm.Config(d_model=2048, n_layers=24, n_heads=16, d_ff=5632, seq_len=2048)
-    fit16 = decode.max_batch(big, big.seq_len, "v5e")
-    fit8 = decode.max_batch(big, big.seq_len, "v5e", kv_bytes=kvquant.bytes_per_number(big.head_dim))
+    fit16 = sizing.max_batch(big, big.seq_len, "v5e")
+    fit8 = sizing.max_batch(big, big.seq_len, "v5e", kv_bytes=kvquant.bytes_per_number(big.head_dim))
     assert fit16 >= 1 and 1.9 * fit16 <= fit8 <= 2 * fit16 + 2

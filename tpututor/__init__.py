@@ -24,11 +24,10 @@ what the machine has before they import anything heavy. What a lesson imports fr
 - ``mesh``: meshes, shardings, the collectives in a compiled program and what they cost
 - ``lm``: the training lesson's language model (``models.llama``'s Llama at a small size), grain pipeline, sharding rules, Orbax checkpoints; imports JAX
 - ``lm_config``: that model's shape (``Config``), without any framework
-- ``hosts``: several JAX hosts on one machine, started as a TPU slice's ``--worker=all`` would (``python -m tpututor launch``)
+- ``hosts``: several JAX hosts on one machine, started as a TPU slice's ``--worker=all`` would (``python -m tpututor launch``); training processes run with a watchdog, their losses collected
 - ``tblog``: TensorBoard scalars (event files) written and read without TensorFlow
 - ``protowire``: the protocol-buffer wire format read and written with the standard library (``tblog``, ``pprof``)
 - ``mfu``: model FLOPs per training step (MaxText's count) and MFU against a chip's peak
-- ``decode``: serving the trained language model: a grouped-query KV cache with RoPE, continuous batching, int8, paged attention, host offload, a local endpoint
 - ``traces``: read profiler traces in a notebook: parse, analyse, plot; practice traces with a planted bottleneck
 - ``pprof``: a device memory profile (pprof) decoded with the standard library: live buffers and where they were made
 - ``xprof_server``: XProf's web server on 127.0.0.1; which addresses a port listens on

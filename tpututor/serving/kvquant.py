@@ -4,7 +4,7 @@ Each cached key (and value) vector of ``head_dim`` numbers is scaled so its larg
 to 127 (:func:`quantize`); the cache holds 1 byte per number plus 4 bytes per vector against bf16's
 2 bytes per number, so about half the memory (:func:`bytes_per_number`). :func:`store` and
 :func:`load` are the write (quantized) and the read (multiplied back) that :func:`forward` hands to
-:func:`tpututor.decode.forward`; the model itself is not written twice.
+:func:`tpututor.serving.decode.forward`; the model itself is not written twice.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .. import decode
+from . import decode
 
 __all__ = ["quantize", "dequantize", "init_cache", "bytes_per_number", "store", "load", "forward", "make_prefill"]
 
@@ -36,7 +36,7 @@ def dequantize(q, scale, dtype=jnp.bfloat16):
 def bytes_per_number(head_dim: int, scale_bytes: int = 4) -> float:
     """Cache bytes per key or value number: 1, plus a scale shared by ``head_dim`` numbers.
 
-    Pass it as ``kv_bytes`` to :func:`tpututor.decode.max_batch` or the serving planner.
+    Pass it as ``kv_bytes`` to :func:`tpututor.serving.sizing.max_batch` or the serving planner.
     """
     return 1 + scale_bytes / head_dim
 
@@ -76,7 +76,7 @@ def load(layer: Mapping[str, Any], dt):
 
 
 def forward(params: Mapping[str, Any], tokens, cache: Sequence[Mapping[str, Any]], pos, *, cfg: Any):
-    """:func:`tpututor.decode.forward` on an int8 cache: -> (logits (B, T, vocab) float32, the new cache)."""
+    """:func:`tpututor.serving.decode.forward` on an int8 cache: -> (logits (B, T, vocab) float32, the new cache)."""
     return decode.forward(params, tokens, cache, pos, cfg=cfg, store=store, load=load)
 
 

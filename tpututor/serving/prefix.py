@@ -2,11 +2,11 @@
 
 The keys and values of a token depend only on the tokens before it, so two prompts that start with
 the same system prompt compute the same cache for it. :class:`PrefixCache` keeps full blocks of
-``page_size`` tokens in a page pool (the layout of :func:`tpututor.decode.paged_attention`: keys at
+``page_size`` tokens in a page pool (the layout of :func:`tpututor.serving.paged.paged_attention`: keys at
 even heads, values at odd ones), found by the whole token prefix up to the block's end (vLLM chains
 a block's hash to its parent's; a tuple of the tokens is the same key, unhashed). A request copies
 its matched pages into its cache and runs only the rest of its prompt through the model
-(:func:`tpututor.decode.forward` at the position where the match ends).
+(:func:`tpututor.serving.decode.forward` at the position where the match ends).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import decode
+from . import decode, sizing
 
 __all__ = ["block_keys", "PrefixCache", "suffix_prefill_flops"]
 
@@ -35,10 +35,10 @@ def block_keys(tokens: Sequence[int], page_size: int) -> list[tuple[int, ...]]:
 def suffix_prefill_flops(cfg: Any, prefix: int, suffix: int) -> float:
     """FLOPs of a prefill of ``suffix`` tokens after ``prefix`` cached ones (the matmuls, and causal attention).
 
-    ``prefix=0`` is :func:`tpututor.decode.prefill_cost`'s count for the whole prompt.
+    ``prefix=0`` is :func:`tpututor.serving.sizing.prefill_cost`'s count for the whole prompt.
     """
     attention = 4 * cfg.n_layers * cfg.d_model * suffix * (prefix + suffix / 2)
-    return float(2 * decode.matmul_weights(cfg) * suffix + attention)
+    return float(2 * sizing.matmul_weights(cfg) * suffix + attention)
 
 
 @functools.partial(jax.jit, donate_argnums=(2,))

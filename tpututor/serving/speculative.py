@@ -2,7 +2,7 @@
 
 :func:`ngram_draft` looks the last few tokens up earlier in the text (prompt lookup decoding: no
 second model) and proposes what followed them. :func:`make_verify` runs the last accepted token
-and the k guesses through the model in one forward step (:func:`tpututor.decode.forward`, k + 1
+and the k guesses through the model in one forward step (:func:`tpututor.serving.decode.forward`, k + 1
 positions) and returns the model's greedy choice at each. :func:`generate` keeps the guesses up to
 the first disagreement plus the model's own token there, so its output is greedy decoding's, token
 for token, whatever the draft proposes; a good draft only makes it take fewer steps.
@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import decode
+from . import decode
 
 __all__ = ["ngram_draft", "make_verify", "accepted", "Result", "generate"]
 
