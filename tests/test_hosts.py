@@ -288,3 +288,65 @@ def test_each_process_reads_its_own_shard_files(tmp_path):
     assert np.array_equal(parts[1][:100], whole[100:200])  # process 1 reads files 1 and 5
     with pytest.raises(ValueError, match="write a multiple of 3"):
         lm.read_shards(tmp_path, grain.sharding.ShardOptions(0, 3))
+
+
+# --------------------------------------------------------------------------- run_process, run_processes
+
+PRINTS_LOSSES = """
+    import json, sys, time
+    for step in range(1, int(sys.argv[1]) + 1):
+        print(json.dumps({"step": step, "loss": 1.0 / step, "process": int(sys.argv[3:4] and sys.argv[3] or 0)}), flush=True)
+        time.sleep(float(sys.argv[2]))
+    print("a line that is not JSON", flush=True)
+    print("a warning", file=sys.stderr, flush=True)
+"""
+
+
+def test_a_process_s_losses_status_and_seconds_come_back():
+    run = hosts.run_process(script(PRINTS_LOSSES) + ["3", "0"], timeout=30)
+    assert run.losses == {1: 1.0, 2: 0.5, 3: 1 / 3}
+    assert run.returncode == 0 and not run.stopped and not run.timed_out and 0 < run.seconds < 30
+    assert run.lines[-1] == "a line that is not JSON" and "a warning" in run.stderr
+    assert hosts.losses_of(['{"step": 2, "loss": 1.5}', "{not json", '{"done": true}', "text"]) == {2: 1.5}
+
+
+def test_the_stop_signal_is_sent_once_the_step_is_printed():
+    run = hosts.run_process(script(PRINTS_LOSSES) + ["1000", "0.02"], timeout=30, stop_after=3)
+    assert run.stopped and not run.timed_out and run.returncode == -signal.SIGKILL
+    assert min(run.losses) == 1 and 3 <= max(run.losses) < 1000 and run.seconds < 20
+
+
+def test_the_watchdog_kills_a_process_that_hangs_and_check_raises():
+    hang = script('import time; print(\'{"step": 1, "loss": 2.0}\', flush=True); time.sleep(600)')
+    t0 = time.monotonic()
+    run = hosts.run_process(hang, timeout=1.5, check=False)
+    assert run.timed_out and run.returncode == -signal.SIGKILL and run.losses == {1: 2.0}
+    assert time.monotonic() - t0 < 10
+    with pytest.raises(RuntimeError, match="timeout of 1.5 s"):
+        hosts.run_process(hang, timeout=1.5)
+    with pytest.raises(RuntimeError, match=r"exit status 3(.|\n)*broken"):
+        hosts.run_process(script("import sys; print('broken', file=sys.stderr); sys.exit(3)"))
+
+
+def test_the_processes_of_one_job_start_together_and_each_is_collected():
+    env = hosts.cpu_env("/tmp/cache-dir", base={"PATH": "/usr/bin"})
+    assert env["JAX_PLATFORMS"] == "cpu" and env["JAX_COMPILATION_CACHE_DIR"] == "/tmp/cache-dir"
+    t0 = time.monotonic()
+    runs = hosts.run_processes([script(PRINTS_LOSSES) + ["2", "1", str(i)] for i in range(2)], env=env)
+    assert [r.records[0]["process"] for r in runs] == [0, 1] and all(r.losses == {1: 1.0, 2: 0.5} for r in runs)
+    assert time.monotonic() - t0 < 3.8, "the two ran at the same time, not one after the other"
+
+
+@pytest.mark.parametrize(
+    "call, fix",
+    [
+        (lambda: hosts.run_process("python -m tpututor.lm train"), "shlex.split"),
+        (lambda: hosts.run_process([PYTHON, "--steps", 5]), r"str\(n\)"),
+        (lambda: hosts.run_processes([]), "one per process"),
+        (lambda: hosts.run_process([PYTHON], timeout=0), "timeout=300"),
+        (lambda: hosts.run_process([PYTHON], stop_after=0), "stop_after=5"),
+    ],
+)
+def test_bad_arguments_name_the_fix(call, fix):
+    with pytest.raises((TypeError, ValueError), match=fix):
+        call()

@@ -36,6 +36,14 @@ What each host's environment holds (:func:`host_env`):
 * ``TPUTUTOR_LAUNCH_ID``: one id per launch in every process it started, so that
   :func:`leftovers` can find any that outlived it.
 
+One process, or a few started together, without the slice's environment: :func:`run_process` and
+:func:`run_processes` start each command with the environment given (:func:`cpu_env`: JAX on the
+CPU, sharing a compilation cache), kill it after ``timeout`` seconds (a watchdog), can send it a
+signal once it has printed a given step (a preemption), and return what came back
+(:class:`ProcessRun`: ``{step: loss}`` from the JSON lines it printed, its exit status, its
+seconds, the end of its standard error). Lesson 08 (training) runs ``python -m tpututor.lm train``
+with them.
+
 This module imports no framework.
 """
 
@@ -49,6 +57,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -61,6 +70,11 @@ __all__ = [
     "Line",
     "HostExit",
     "Result",
+    "ProcessRun",
+    "cpu_env",
+    "losses_of",
+    "run_process",
+    "run_processes",
     "host_env",
     "initialize_options",
     "free_port",
@@ -501,3 +515,204 @@ def leftovers(launch_id: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+# -- one process, or a few, started directly (lesson 08's training subprocesses)
+
+
+def cpu_env(cache_dir: str | os.PathLike | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (this process's environment unless given) with JAX on the CPU and, given ``cache_dir``,
+    JAX's persistent compilation cache there, every program cached: a second process that runs the
+    same program reads it instead of compiling it again."""
+    env = dict(os.environ if base is None else base)
+    env["JAX_PLATFORMS"] = "cpu"
+    if cache_dir is not None:
+        env.update(
+            {
+                "JAX_COMPILATION_CACHE_DIR": os.fspath(cache_dir),
+                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+            }
+        )
+    return env
+
+
+def losses_of(lines: Iterable[str]) -> dict[int, float]:
+    """``{step: loss}`` from the lines ``{"step": 1, "loss": 5.5, ...}`` among ``lines`` (what
+    ``python -m tpututor.lm train`` prints); every other line is skipped."""
+    found: dict[int, float] = {}
+    for line in lines:
+        record = _json_object(line)
+        if record is not None and "step" in record and "loss" in record:
+            found[int(record["step"])] = float(record["loss"])
+    return found
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    if not line.startswith("{"):
+        return None
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclasses.dataclass
+class ProcessRun:
+    """How one process ended: its exit status (``-9``: killed by SIGKILL), its seconds, every line it
+    printed to standard output, the last 4000 characters of its standard error, whether it was sent
+    the stop signal (``stopped``) and whether the watchdog killed it (``timed_out``)."""
+
+    argv: list[str]
+    returncode: int
+    seconds: float
+    lines: list[str]
+    stderr: str = ""
+    stopped: bool = False
+    timed_out: bool = False
+
+    @property
+    def losses(self) -> dict[int, float]:
+        """``{step: loss}`` from the lines it printed (:func:`losses_of`)."""
+        return losses_of(self.lines)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """Every JSON object it printed, one a line, in order."""
+        return [r for r in map(_json_object, self.lines) if r is not None]
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 300.0,
+    stop_after: int | None = None,
+    stop_signal: int = signal.SIGKILL,
+    check: bool = True,
+    cwd: str | os.PathLike | None = None,
+) -> ProcessRun:
+    """Run ``argv`` to its end and return how it went (:class:`ProcessRun`).
+
+    Once it prints step ``stop_after`` (a ``{"step": ...}`` line), it is sent ``stop_signal``
+    (SIGKILL: the machine is gone; SIGTERM: a preemption notice); the lines it printed before it
+    ended are kept. A watchdog kills it after ``timeout`` seconds. With ``check``, a process that
+    fails on its own (an exit status other than 0, not after the stop signal) or runs out of time
+    raises :class:`RuntimeError` with the end of its standard error."""
+    return run_processes(
+        [argv], env=env, timeout=timeout, stop_after=stop_after, stop_signal=stop_signal, check=check, cwd=cwd
+    )[0]
+
+
+def run_processes(
+    argvs: Sequence[Sequence[str]],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 300.0,
+    stop_after: int | None = None,
+    stop_signal: int = signal.SIGKILL,
+    check: bool = True,
+    cwd: str | os.PathLike | None = None,
+) -> list[ProcessRun]:
+    """Start every command of ``argvs`` at once (the processes of one job), wait for all of them and
+    return how each ended, in order; ``timeout`` bounds them all together, and the other arguments
+    apply to each as in :func:`run_process`. Whatever happens (a timeout, an error, Ctrl-C), no
+    process is left running."""
+    argvs = [_checked_argv(a) for a in _checked_list(argvs)]
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}: e.g. timeout=300")
+    if stop_after is not None and (not isinstance(stop_after, int) or stop_after < 1):
+        raise ValueError(f"stop_after is a step number, 1 or more, got {stop_after!r}: e.g. stop_after=5, or None")
+    t0 = time.monotonic()
+    procs: list[subprocess.Popen] = []
+    errs, lines = [], [[] for _ in argvs]
+    stopped, late, ended = [False] * len(argvs), [False] * len(argvs), [0.0] * len(argvs)
+    readers: list[threading.Thread] = []
+
+    def read(i: int, proc: subprocess.Popen) -> None:
+        for raw in proc.stdout:
+            line = raw.rstrip("\r\n")
+            lines[i].append(line)
+            record = _json_object(line) if stop_after is not None and not stopped[i] else None
+            if record is not None and isinstance(record.get("step"), int) and record["step"] >= stop_after:
+                stopped[i] = True
+                Job._signal_group(proc, stop_signal)
+        ended[i] = time.monotonic() - t0  # its output closed: it has ended
+
+    try:
+        for i, argv in enumerate(argvs):
+            errs.append(tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace"))
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errs[-1],
+                text=True,
+                errors="replace",
+                env=None if env is None else dict(env),
+                cwd=cwd,
+                start_new_session=True,  # its own process group: signals reach whatever it started too
+            )
+            procs.append(proc)
+            readers.append(threading.Thread(target=read, args=(i, proc), daemon=True, name=f"process{i}-stdout"))
+            readers[-1].start()
+        for i, proc in enumerate(procs):  # the watchdog: one deadline for them all
+            try:
+                proc.wait(timeout=max(0.0, t0 + timeout - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for j, p in enumerate(procs):
+                    if p.poll() is None:
+                        late[j] = True
+                        Job._signal_group(p, signal.SIGKILL)
+                proc.wait()
+            ended[i] = ended[i] or time.monotonic() - t0
+    finally:
+        for p in procs:  # anything still running, or left behind in a process group
+            Job._signal_group(p, signal.SIGKILL)
+        for p in procs:
+            p.wait()
+        for t in readers:
+            t.join(timeout=5)
+    runs = []
+    for i, (argv, proc, err) in enumerate(zip(argvs, procs, errs)):
+        err.seek(0)
+        tail = err.read()[-4000:]
+        err.close()
+        runs.append(ProcessRun(argv, proc.returncode, ended[i], lines[i], tail, stopped[i], late[i]))
+    if check:
+        for i, run in enumerate(runs):
+            if run.timed_out or (run.returncode != 0 and not run.stopped):
+                why = (
+                    f"ran past its timeout of {timeout:g} s and was killed (pass a larger timeout= if it is only slow)"
+                    if run.timed_out
+                    else f"failed with exit status {run.returncode} after {run.seconds:.0f} s"
+                )
+                raise RuntimeError(
+                    f"process {i} ({' '.join(run.argv[:4])} ...) {why}; check=False returns it instead of raising. "
+                    f"The end of its standard error:\n{run.stderr[-2000:]}"
+                )
+    return runs
+
+
+def _checked_list(argvs: Sequence[Sequence[str]]) -> list[Sequence[str]]:
+    if isinstance(argvs, str) or not isinstance(argvs, Sequence) or not argvs:
+        raise TypeError(
+            f"argvs is a list of command lines, one per process, got {argvs!r}: "
+            "e.g. [[sys.executable, '-m', 'tpututor.lm', 'train', '--process-id', str(i)] for i in range(2)]"
+        )
+    return list(argvs)
+
+
+def _checked_argv(argv: Sequence[str]) -> list[str]:
+    if isinstance(argv, str):
+        raise TypeError(
+            f"the command {argv!r} is one string: pass its arguments as a list, e.g. "
+            "[sys.executable, '-m', 'tpututor.lm', 'train', '--steps', '5'] (shlex.split(command) splits one)"
+        )
+    argv = [os.fspath(a) if isinstance(a, os.PathLike) else a for a in argv]
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise TypeError(
+            f"a command is a non-empty list of strings, got {argv!r}: write numbers as str(n), e.g. ['--steps', str(5)]"
+        )
+    return argv
