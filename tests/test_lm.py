@@ -351,3 +351,12 @@ def test_grouped_query_attention_needs_heads_in_whole_groups():
     assert lm.Config(n_heads=4).n_kv_heads == 4  # multi-head unless told
     with pytest.raises(ValueError, match="multiple of n_kv_heads"):
         lm.Config(n_heads=4, n_kv_heads=3)
+
+
+def test_weight_decay_skips_every_norm_scale_even_stacked_ones():
+    params = lm.abstract_state(TINY, lm.optimizer())["params"]
+    mask = lm.decays(params)
+    assert mask["layers"]["attn_norm"]["weight"] is False and mask["layers"]["mlp_norm"]["weight"] is False
+    assert mask["norm"]["weight"] is False
+    assert mask["layers"]["attn"]["q"]["kernel"] is True and mask["embed"]["embedding"] is True
+    assert mask["lm_head"]["kernel"] is True

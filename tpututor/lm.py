@@ -101,6 +101,7 @@ __all__ = [
     "write_shards",
     "read_shards",
     "optimizer",
+    "decays",
     "init_state",
     "abstract_state",
     "loss_fn",
@@ -576,19 +577,22 @@ def check_batch(global_batch: int, mesh, rules: Mapping[str, Any] = RULES) -> in
 
 def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
     """AdamW (Optax) after clipping the gradients' global norm to 1; the learning rate warms up for
-    ``steps // 10`` steps, then decays (cosine) to a tenth. Weight decay applies to matrices only
-    (``ndim > 1``), not to the norms' scales."""
+    ``steps // 10`` steps, then decays (cosine) to a tenth. Weight decay applies to the weight
+    matrices and the embedding, not to the norms' scales (:func:`decays`: by name, since a layer's
+    scales are stacked into a matrix of ``(n_layers, d_model)``)."""
     warmup = max(1, steps // 10)
     schedule = optax.warmup_cosine_decay_schedule(
         0.0, learning_rate, warmup, max(steps, warmup + 1), learning_rate / 10
     )
 
-    def matrices(params):
-        return jax.tree.map(lambda p: p.ndim > 1, params)
-
     return optax.chain(
-        optax.clip_by_global_norm(1.0), optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1, mask=matrices)
+        optax.clip_by_global_norm(1.0), optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1, mask=decays)
     )
+
+
+def decays(params):
+    """True for every parameter weight decay applies to: all but the norms' scales (``.../weight``)."""
+    return jax.tree_util.tree_map_with_path(lambda keys, _: not _path(keys).endswith("norm/weight"), params)
 
 
 def _new_state(cfg: Config, tx, seed: int) -> dict:
