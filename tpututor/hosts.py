@@ -487,17 +487,8 @@ def records(result: Result, host: int = 0) -> list[dict[str, Any]]:
     run under the launcher reports to it (``python -m tpututor.lm train --distributed`` prints
     ``{"process": 0, "processes": 4, ...}`` first, then ``{"step": 1, "loss": ...}`` on process 0).
     Every other line (logs, warnings, a stack dump) is left out, and so is a line cut off mid-object."""
-    found: list[dict[str, Any]] = []
-    for line in result.lines:
-        if line.host != host or not line.text.startswith("{"):
-            continue
-        try:
-            value = json.loads(line.text)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-    return found
+    found = (_json_object(line.text) for line in result.lines if line.host == host)
+    return [value for value in found if value is not None]
 
 
 def leftovers(launch_id: str) -> list[int]:

@@ -102,6 +102,7 @@ __all__ = [
     "read_shards",
     "optimizer",
     "decays",
+    "is_norm_scale",
     "init_state",
     "abstract_state",
     "loss_fn",
@@ -591,8 +592,13 @@ def optimizer(learning_rate: float = 3e-3, steps: int = 1000):
 
 
 def decays(params):
-    """True for every parameter weight decay applies to: all but the norms' scales (``.../weight``)."""
-    return jax.tree_util.tree_map_with_path(lambda keys, _: not _path(keys).endswith("norm/weight"), params)
+    """True for every parameter weight decay applies to: all but the norms' scales (:func:`is_norm_scale`)."""
+    return jax.tree_util.tree_map_with_path(lambda keys, _: not is_norm_scale(keys), params)
+
+
+def is_norm_scale(keys) -> bool:
+    """Whether the leaf at ``keys`` (a path of ``jax.tree_util`` keys) is an RMSNorm's scale, stacked or not."""
+    return _path(keys).endswith("norm/weight")
 
 
 def _new_state(cfg: Config, tx, seed: int) -> dict:

@@ -37,6 +37,7 @@ __all__ = [
     "Block",
     "Llama",
     "rope_frequencies",
+    "rotate",
     "logical_to_mesh",
     "param_count",
 ]
@@ -175,7 +176,7 @@ def rope_frequencies(cfg: Config) -> jax.Array:
     return jnp.where(medium, blended, scaled)
 
 
-def _rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+def rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     """RoPE as Hugging Face lays it out: a head's first half pairs with its second half."""
     first, second = jnp.split(x, 2, axis=-1)
     return x * cos + jnp.concatenate([-second, first], axis=-1) * sin
@@ -227,7 +228,7 @@ class Attention(nnx.Module):
         q = self.q(x).reshape(b, t, cfg.n_heads, cfg.head_dim)
         k = self.k(x).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
         v = self.v(x).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
-        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         out = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # GQA: K/V heads are shared by groups of q
         return self.o(out.reshape(b, t, cfg.n_heads * cfg.head_dim))
 

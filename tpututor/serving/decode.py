@@ -37,6 +37,7 @@ import numpy as np
 from flax import nnx
 
 from .. import lm
+from ..models import llama
 from ..validate import positive_ints
 from . import sizing
 
@@ -74,10 +75,6 @@ def _dtype(cfg: Any):
     return jnp.dtype(cfg.compute_dtype)
 
 
-def _is_norm(keys) -> bool:
-    return str(getattr(keys[-1], "key", keys[-1])) == "weight"  # RMSNorm scales; matrices end in "kernel"
-
-
 def unstack(params: Mapping[str, Any], n_layers: int) -> dict:
     """The model's parameters with the stacked ``layers`` (a leading axis of ``n_layers``) as a list of
     one dict per layer: what a decode loop walks through. A tree already split is returned as it is."""
@@ -96,7 +93,7 @@ def serving_params(params: Mapping[str, Any], cfg: Any):
     """
     dt = _dtype(cfg)
     return jax.tree_util.tree_map_with_path(
-        lambda keys, a: a if _is_norm(keys) or not jnp.issubdtype(a.dtype, jnp.floating) else a.astype(dt),
+        lambda keys, a: a if lm.is_norm_scale(keys) or not jnp.issubdtype(a.dtype, jnp.floating) else a.astype(dt),
         unstack(params, cfg.n_layers),
     )
 
@@ -108,7 +105,7 @@ def random_params(cfg: Any, seed: int = 0):
     rng = np.random.default_rng(seed)
 
     def draw(keys, a):
-        if _is_norm(keys):
+        if lm.is_norm_scale(keys):
             return jnp.ones(a.shape, a.dtype)
         return jnp.asarray(rng.normal(0.0, 0.02, a.shape).astype(a.dtype))
 
@@ -165,12 +162,10 @@ def _dense(x, p: Mapping[str, Any], dt):
 
 def rope(x, positions, cfg: Any):
     """RoPE at each token's own position: x (B, T, heads, head_dim), positions (B, T)."""
-    inv = 1.0 / (cfg.rope_theta ** (jnp.arange(0, cfg.head_dim, 2, dtype=jnp.float32) / cfg.head_dim))
+    inv = llama.rope_frequencies(lm.llama_config(cfg))  # the model's own frequencies
     angles = positions[:, :, None].astype(jnp.float32) * inv  # (B, T, head_dim / 2)
     angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]  # (B, T, 1, head_dim)
-    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
-    first, second = jnp.split(x, 2, axis=-1)
-    return x * cos + jnp.concatenate([-second, first], axis=-1) * sin
+    return llama.rotate(x, jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype))
 
 
 def write_rows(cache, update, pos):
