@@ -36,6 +36,14 @@ PYTHON = sys.executable
 CATALOG = catalog.lessons(NOTEBOOKS)  # every lesson, found from the front matter, not listed by hand
 LESSONS = [lesson.path for lesson in CATALOG]
 LESSON_IDS = [p.stem for p in LESSONS]
+
+
+def least_exercises(stem: str) -> int:
+    """Exercises a lesson must end with: two, or one in a part of a split lesson (``NNa_topic``), whose
+    lesson as a whole has more (docs/writing_a_lesson.md)."""
+    return 1 if stem.split("_")[0][-1].isalpha() else 2
+
+
 # Where the one run of each lesson goes: $TPUTUTOR_TEST_RUN (make test: build/test-run), else a temp dir.
 TEST_RUN = Path(os.environ.get("TPUTUTOR_TEST_RUN") or tempfile.mkdtemp(prefix="tpututor-test-run-"))
 EXECUTIONS: dict[str, int] = {}

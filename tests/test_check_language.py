@@ -278,7 +278,7 @@ def test_launch_setup_sets_the_checks_language_and_english_is_the_default(fake, 
         check.set_language("en")
 
 
-@pytest.mark.parametrize("stem", sorted(p.stem for p in KO.glob("[0-9][0-9]_*.ipynb")))
+@pytest.mark.parametrize("stem", sorted(p.stem for p in KO.glob("[0-9][0-9]*_*.ipynb")))
 def test_the_korean_setup_cell_passes_language_ko(stem):
     nb = nbformat.read(KO / f"{stem}.ipynb", as_version=4)
     setup = [c.source for c in nb.cells if c.cell_type == "code" and "launch.setup(" in c.source]

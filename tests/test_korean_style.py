@@ -20,7 +20,7 @@ import pytest
 from tpututor_course import translate
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOGUES = sorted((ROOT / "i18n" / "ko").glob("[0-9][0-9]_*.po"))
+CATALOGUES = sorted((ROOT / "i18n" / "ko").glob("[0-9][0-9]*_*.po"))
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from conftest import ROOT
 
 PAGE = ROOT / "docs" / "package.md"
 PACKAGES = ("tpututor", "tpututor_course")
-LESSON_FILES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
+LESSON_FILES = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.md"))
 
 ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|(.*)\|\s*$", re.M)
 CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.M | re.S)
 FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(tpututor(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)", re.M)
 PLAIN_IMPORT = re.compile(r"^[ \t]*import[ \t]+(tpututor(?:\.\w+)*)", re.M)
-LESSON_REF = re.compile(r"\b(\d\d) \(([^)]*)\)")
+LESSON_REF = re.compile(r"\b(\d\d[a-z]?) \(([^)]*)\)")
 EVERY_LESSON = "every lesson"
 
 
@@ -73,7 +73,7 @@ def imported_modules(lesson: Path) -> set[str]:
 def lessons_listed(cell: str) -> set[str]:
     """The lesson numbers a row's lessons cell names ("every lesson" names them all)."""
     if cell.startswith(EVERY_LESSON):
-        return {path.name[:2] for path in LESSON_FILES}
+        return {path.stem.split("_")[0] for path in LESSON_FILES}
     return {number for number, _ in LESSON_REF.findall(cell)}
 
 
@@ -103,7 +103,7 @@ def test_every_row_names_a_path_that_exists():
 
 @pytest.mark.parametrize("lesson", LESSON_FILES, ids=[p.stem for p in LESSON_FILES])
 def test_each_module_a_lesson_imports_lists_that_lesson(lesson: Path):
-    listed, number = rows(), lesson.name[:2]
+    listed, number = rows(), lesson.stem.split("_")[0]
     wrong = [
         f"{path}: add {number}" if path in listed else f"{path}: no row"
         for path in sorted(imported_modules(lesson))
@@ -114,7 +114,7 @@ def test_each_module_a_lesson_imports_lists_that_lesson(lesson: Path):
 
 def test_each_lesson_a_row_lists_imports_that_module():
     """The other direction: no row claims a lesson that does not import it (a stale entry)."""
-    uses = {path.name[:2]: imported_modules(path) for path in LESSON_FILES}
+    uses = {path.stem.split("_")[0]: imported_modules(path) for path in LESSON_FILES}
     stale = [
         f"{path}: {number}"
         for path, cell in rows().items()
@@ -125,7 +125,7 @@ def test_each_lesson_a_row_lists_imports_that_module():
 
 
 def test_each_lesson_number_in_the_map_names_that_lessons_topic():
-    topics = {path.name[:2]: path.stem[3:].replace("_", " ") for path in LESSON_FILES}
+    topics = {path.stem.split("_")[0]: path.stem.split("_", 1)[1].replace("_", " ") for path in LESSON_FILES}
     wrong = [
         f"{number} ({topic}): expected {number} ({topics.get(number, 'no such lesson')})"
         for cell in rows().values()

@@ -28,7 +28,7 @@ from tpututor_course import runner, site
 
 pytestmark = [pytest.mark.slow, pytest.mark.lessons]
 CHROMIUM = "/usr/bin/chromium"
-LANGS = ("en", "ko") if any((ROOT / "notebooks" / "ko").glob("[0-9][0-9]_*.ipynb")) else ("en",)
+LANGS = ("en", "ko") if any((ROOT / "notebooks" / "ko").glob("[0-9][0-9]*_*.ipynb")) else ("en",)
 
 
 def ensure_chromium() -> str:

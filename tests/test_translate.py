@@ -196,7 +196,7 @@ def test_an_unknown_language_is_refused_with_the_choices(toy):
 
 # The committed Korean edition.
 
-CATALOGUES = sorted((ROOT / "i18n" / "ko").glob("[0-9][0-9]_*.po"))
+CATALOGUES = sorted((ROOT / "i18n" / "ko").glob("[0-9][0-9]*_*.po"))
 KO = ROOT / "notebooks" / "ko"
 
 
@@ -233,7 +233,7 @@ def test_a_lesson_marked_translated_has_no_missing_or_stale_cell(stem):
 
 def test_regenerating_reproduces_the_committed_korean_files_exactly(tmp_path):
     written = translate.build("ko", root=ROOT, out=tmp_path)
-    assert sorted(p.name for p in written) == sorted(p.name for p in KO.glob("[0-9][0-9]_*.*"))
+    assert sorted(p.name for p in written) == sorted(p.name for p in KO.glob("[0-9][0-9]*_*.*"))
     stale = [p.name for p in written if p.read_bytes() != (KO / p.name).read_bytes()]
     assert stale == [], f"notebooks/ko/ is out of date: make translations ({stale})"
 

@@ -9,7 +9,7 @@ import subprocess
 import nbformat
 import pytest
 
-from conftest import CATALOG, NOTEBOOKS, PYTHON, ROOT
+from conftest import CATALOG, NOTEBOOKS, PYTHON, ROOT, least_exercises
 from conftest import LESSONS as LESSON_MDS
 from tpututor import check, exercises, fakes, lessons, preflight
 from tpututor_course import catalog, runner, student, workshop
@@ -47,7 +47,7 @@ def test_student_notebook_has_no_worked_answer_left(path):
     st = student.student_notebook(nb)
     solutions = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
     stubs = [c for c in st.cells if "exercise" in c.metadata.get("tags", [])]
-    assert len(stubs) == len(solutions) >= 2
+    assert len(stubs) == len(solutions) >= least_exercises(path.stem)
     hidden = path.stem in exercises.lessons()  # the lesson itself holds stubs already
     for sol, stub in zip(solutions, stubs):
         assert stub.source.startswith("# Your answer") and (hidden or stub.source != sol.source)
@@ -268,6 +268,26 @@ def test_each_lessons_minutes_follow_the_estimating_rule():
     )
 
 
+# Lessons still longer than a sitting, to be split into parts (issue 31): the set only shrinks.
+NOT_YET_SPLIT = {
+    "00_where_am_i",
+    "02_matmul_roofline",
+    "03_xla_fusion",
+    "07_profiling",
+    "12_image_generation",
+    "14_multi_host",
+}
+SITTING_MINUTES = 60
+
+
+def test_each_lesson_fits_one_sitting():
+    """docs/writing_a_lesson.md: at most 60 minutes by the estimating rule, or split into parts."""
+    long = {lesson.stem: lesson.minutes for lesson in CATALOG if lesson.minutes > SITTING_MINUTES}
+    assert set(long) <= NOT_YET_SPLIT, f"split into parts (docs/writing_a_lesson.md): {long}"
+    fits = sorted(NOT_YET_SPLIT - set(long))
+    assert not fits, f"these fit a sitting now: take them out of NOT_YET_SPLIT: {fits}"
+
+
 def test_the_shipped_lesson_table_matches_the_front_matter():
     from tpututor_course import stamp
 
@@ -332,3 +352,28 @@ def test_agendas_fit_their_day_and_the_whole_course_covers_every_lesson():
         assert times[-1] <= "17:00", day
         assert "break" in day or len(times) <= 3, f"a long day without a break: {day}"
     assert "## Common failures and their fixes" in text
+
+
+def test_an_update_replaces_only_the_lessons_it_timed_dates_them_and_refuses_another_machine():
+    record = {
+        "profile": "ci",
+        "machine": "m",
+        "date": "2026-12-01",
+        "lessons": {
+            "00_a": {"status": "ok", "seconds": 1.0},
+            "01_gone": {"status": "ok", "seconds": 2.0},
+            "02_b": {"status": "ok", "seconds": 3.0},
+        },
+    }
+    run = {
+        "profile": "ci",
+        "machine": "m",
+        "date": "2026-12-05",
+        "lessons": {"02_b": {"status": "ok", "seconds": 4.0}, "01a_c": {"status": "ok", "seconds": 5.0}},
+    }
+    out = workshop.merged(record, run, {"00_a", "01a_c", "02_b"})
+    assert out["date"] == "2026-12-01" and list(out["lessons"]) == ["00_a", "01a_c", "02_b"]
+    assert out["lessons"]["00_a"] == {"status": "ok", "seconds": 1.0}
+    assert out["lessons"]["02_b"] == {"status": "ok", "seconds": 4.0, "date": "2026-12-05"}
+    with pytest.raises(ValueError, match="make workshop"):
+        workshop.merged(record, {**run, "machine": "other"}, {"00_a"})

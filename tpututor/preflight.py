@@ -63,7 +63,9 @@ def _memory_gb(host: Host) -> float | None:
 
 def _users(name: str) -> str:
     """Which lessons import ``name`` (for a warning's text)."""
-    using = [stem[:2] for stem, entry in lessons.table().items() if name in entry["imports"] + entry["optional"]]
+    using = [
+        stem.split("_")[0] for stem, entry in lessons.table().items() if name in entry["imports"] + entry["optional"]
+    ]
     return f"lesson{'s' if len(using) > 1 else ''} {', '.join(using)}" if using else "no lesson"
 
 
@@ -233,7 +235,7 @@ def run(
     if lesson:
         checks.append(Check("lesson", "ok", f"{lesson}: {lessons.get(lesson)['title']}"))
     elif root is not None:
-        count = len(list((root / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+        count = len(list((root / "notebooks").glob("[0-9][0-9]*_*.ipynb")))
         checks.append(
             Check(
                 "lessons",

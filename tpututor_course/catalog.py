@@ -72,7 +72,7 @@ _CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
 _EXERCISE = re.compile(r"""\bcheck\.(?:that|equal|close)\(\s*["']\d\d\.\d""")
 # The frameworks a lesson may need; other import names (flax, xprof, ...) are packages.
 FRAMEWORKS = ("jax", "tensorflow", "torch", "torch_xla")
-_STEM = re.compile(r"^(\d\d)_([a-z0-9_]+)$")
+_STEM = re.compile(r"^(\d\d[a-z]?)_([a-z0-9_]+)$")
 
 
 class LessonError(ValueError):
@@ -203,7 +203,7 @@ def read(path: str | os.PathLike) -> Lesson:
 def lessons(notebooks: str | os.PathLike | None = None) -> list[Lesson]:
     """Every lesson (``NN_topic.md``) in teaching order, read from its front matter."""
     folder = notebooks_dir(notebooks)
-    found = [read(p) for p in sorted(folder.glob("[0-9][0-9]_*.md"))]
+    found = [read(p) for p in sorted(folder.glob("[0-9][0-9]*_*.md"))]
     numbers = [lesson.number for lesson in found]
     if len(set(numbers)) != len(numbers):
         raise LessonError(f"two lessons share a number in {folder}: {numbers}")

@@ -195,7 +195,7 @@ def _readable(folder: Path) -> list[Lesson]:
     """The lessons whose front matter reads, skipping any that does not (another author's lesson
     being written); for stamping one lesson while others are in progress."""
     out = []
-    for path in sorted(folder.glob("[0-9][0-9]_*.md")):
+    for path in sorted(folder.glob("[0-9][0-9]*_*.md")):
         try:
             out.append(catalog.read(path))
         except catalog.LessonError:

@@ -8,7 +8,8 @@ measured execution times and a reading time, and the common failures with
 their fixes (from the doctor's warnings on faked machines and the pre-flight).
 
 ``python -m tpututor_course workshop [CI_TIMINGS FULL_TIMINGS]``; with no arguments it
-regenerates the guide from ``docs/timings.json``. Lessons are read through
+regenerates the guide from ``docs/timings.json``; with ``--update`` the new runs replace only the
+lessons they timed (the lessons a change touched), each dated, on the same machine. Lessons are read through
 :mod:`tpututor_course.catalog`, from their front matter.
 
 Each translated edition gets its guide too, ``docs/workshop.<lang>.md`` (``docs/workshop.ko.md``): the
@@ -335,22 +336,48 @@ def guide(lessons: Sequence[Lesson], timings: dict, lang: str = "en") -> str:
     return "\n".join(out)
 
 
+def merged(record: dict, run: dict, stems: set[str]) -> dict:
+    """``record`` (one profile's run) with the lessons timed in ``run`` replaced by their new times, each
+    dated when its date is not the record's, and lessons no longer in the course (``stems``) dropped:
+    for refreshing the lessons that changed. Times from another machine would not compare, so a run
+    on one is refused (ValueError)."""
+    if run["machine"] != record["machine"] or run["profile"] != record["profile"]:
+        raise ValueError(
+            f"timed on {run['machine']} ({run['profile']}), the record on {record['machine']} "
+            f"({record['profile']}): time every lesson there instead (make workshop)"
+        )
+    lessons = {stem: entry for stem, entry in record["lessons"].items() if stem in stems}
+    for stem, entry in run["lessons"].items():
+        lessons[stem] = entry if run["date"] == record["date"] else {**entry, "date": run["date"]}
+    return {**record, "lessons": dict(sorted(lessons.items()))}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     root = catalog.find_root()
     docs = root / "docs"
     record = docs / "timings.json"
+    update = "--update" in args
+    args = [a for a in args if a != "--update"]
     if args:
         if len(args) != 2:
-            print("usage: python -m tpututor_course workshop [CI_TIMINGS FULL_TIMINGS]", file=sys.stderr)
+            print("usage: python -m tpututor_course workshop [--update] [CI_TIMINGS FULL_TIMINGS]", file=sys.stderr)
             return 2
-        timings = {}
+        timings = json.loads(record.read_text()) if update and record.exists() else {}
+        stems = {lesson.stem for lesson in catalog.lessons(root / "notebooks")}
         for path in args:
             run = json.loads(Path(path).read_text())
             if any(v["status"] != "ok" for v in run["lessons"].values()):
                 print(f"{path}: a lesson failed or was skipped; the guide times every lesson", file=sys.stderr)
                 return 1
-            timings[run["profile"]] = run
+            if update and run["profile"] in timings:
+                try:
+                    timings[run["profile"]] = merged(timings[run["profile"]], run, stems)
+                except ValueError as e:
+                    print(f"{path}: {e}", file=sys.stderr)
+                    return 1
+            else:
+                timings[run["profile"]] = run
         docs.mkdir(exist_ok=True)
         record.write_text(json.dumps(timings, indent=2) + "\n")
     elif record.exists():
