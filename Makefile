@@ -16,7 +16,7 @@
 #   make system     Debian packages the browser test needs (Chromium, a Korean font), when run as root
 #   make device-bundle / device-rehearsal   prepare the GPU machine's run, and rehearse it here
 #   make maxtext-run  the lesson's tiny Llama through MaxText on the CPU (own Python 3.12 venv), recorded in
-#                   docs/artifacts/maxtext-cpu-run.json and .log for lesson 13; not part of make test
+#                   docs/artifacts/maxtext-cpu-run.json and .log for lesson 13b; not part of make test
 
 # constraints.txt was locked for this Python; another one resolves other wheels, or none.
 LOCK_PYTHON := 3.11
@@ -114,7 +114,7 @@ device-rehearsal: $(DEVICE_BUNDLE)
 	$(DEVICE_VENV)/bin/pip install --quiet --no-cache-dir $$($(PY) -c "from tpututor_course.device import IMAGE; print(' '.join(IMAGE))")
 	$(DEVICE_VENV)/bin/python -m tpututor_course device check --bundle build/device-bundle --out build/device-rehearsal --profile ci
 
-# MaxText, for lesson 13's stack table (not part of make test): maxtext 0.2.5 needs Python 3.12 and a
+# MaxText, for lesson 13b's stack table (not part of make test): maxtext 0.2.5 needs Python 3.12 and a
 # newer JAX than constraints.txt, so it gets its own venv, pinned by binder/maxtext-requirements.txt
 # (about 1.3 GiB; make pins writes it from [maxtext] in tpututor/data/pins.toml). The run converts the
 # lesson's tiny Llama to a MaxText checkpoint and trains it a few steps on the CPU, offline, and writes

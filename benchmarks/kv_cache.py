@@ -1,6 +1,6 @@
 """What does a KV cache buy? Tokens/s decoding with the cache against recomputing the prefix.
 
-A model as wide as the full profile of lesson 08 (training), tpututor.lm with random weights
+A model as wide as the full profile of lesson 08a (training), tpututor.lm with random weights
 (speed does not depend on them) and a context of --context tokens, generates from an
 8-token prompt to the end of its context, greedily, batch 1, two ways: with a KV cache (tpututor.serving.decode: one prefill, then one
 decode step per token) and without (every step runs the whole window through lm.LM, as

@@ -1,4 +1,4 @@
-"""Training throughput of the model of lesson 08 (training), full profile: JAX against eager PyTorch, one CPU.
+"""Training throughput of the model of lesson 08a (training), full profile: JAX against eager PyTorch, one CPU.
 
 The model is tpututor.lm's Transformer at the full profile (lm.PROFILES["full"]), trained the way
 the lesson trains it: float32 master weights, bfloat16 matmuls, AdamW. The model is the Llama
@@ -71,7 +71,7 @@ def torch_trainer(cfg: lm.Config, batch: int, corpus, torch, device: str = "cpu"
     F = torch.nn.functional
     torch.manual_seed(0)
     # Hugging Face's LlamaForCausalLM is the PyTorch twin of lm.LM (tpututor.models.llama.Llama): the same
-    # config.json describes both (lesson 13 (bring your own model) compares their logits).
+    # config.json describes both (lesson 13a (bring your own model) compares their logits).
     hf = LlamaConfig(**lm.llama_config(cfg).to_hf())
     hf._attn_implementation = "sdpa"  # F.scaled_dot_product_attention, PyTorch's fused attention
     model = LlamaForCausalLM(hf).float()

@@ -264,7 +264,7 @@ def test_dequantized_copies_finds_a_materialised_float_copy_of_an_int8_kernel(pa
 
 def test_the_tpu_compiler_fuses_the_int8_to_bf16_convert_into_the_matmul(params):
     # whether the int8 weights cross from HBM as int8 is the TPU compiler's choice: ask it (libtpu,
-    # deviceless, for a v5e); a CPU materialises float copies, as lesson 09 (inference and serving) prints
+    # deviceless, for a v5e); a CPU materialises float copies, as lesson 09b (int8) prints
     from tpututor import aot
 
     if aot.available() is not None:

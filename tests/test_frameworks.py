@@ -71,7 +71,7 @@ def test_a_missing_framework_says_not_installed():
 
 
 def test_a_module_is_found_under_a_distribution_of_another_name():
-    """Lesson 11 (operations) imports google.cloud.tpu_v2, which the google-cloud-tpu distribution installs."""
+    """Lesson 11a (operations) imports google.cloud.tpu_v2, which the google-cloud-tpu distribution installs."""
     from importlib.metadata import version
 
     pytest.importorskip("google.cloud.tpu_v2")

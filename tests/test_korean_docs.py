@@ -206,7 +206,7 @@ def test_sections_skip_headings_inside_code_and_start_with_the_title():
 
 
 def test_korean_forms_of_links_count_as_the_english_target():
-    assert normalize("notebooks/ko/04_pytorch_xla.md") == "notebooks/04_pytorch_xla.md"
+    assert normalize("notebooks/ko/04a_pytorch_xla.md") == "notebooks/04a_pytorch_xla.md"
     assert (
         normalize("https://mybinder.org/v2/gh/o/r/main?labpath=notebooks%2Fko%2F00_x.ipynb")
         == "https://mybinder.org/v2/gh/o/r/main?labpath=notebooks%2F00_x.ipynb"

@@ -156,7 +156,7 @@ def test_a_broken_torch_xla_stops_lesson_04_at_setup_with_a_message_not_a_traceb
 
     _plant_broken(tmp_path, "torch_xla")
     cells = [
-        nbformat.v4.new_code_cell('from tpututor import launch\nlaunch.setup("04_pytorch_xla")'),
+        nbformat.v4.new_code_cell('from tpututor import launch\nlaunch.setup("04a_pytorch_xla")'),
         nbformat.v4.new_code_cell("import torch_xla\nprint('a later cell ran')"),
     ]
     notebook = nbformat.v4.new_notebook(

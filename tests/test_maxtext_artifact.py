@@ -1,4 +1,4 @@
-"""The MaxText run that lesson 13 (bring your own model) cites: its record is complete and agrees with the lesson.
+"""The MaxText run that lesson 13b (LoRA and export) cites: its record is complete and agrees with the lesson.
 
 The record is written by ``make maxtext-run`` (tpututor_course/maxtext_run.py) in its own Python 3.12
 venv; nothing here needs MaxText.
@@ -17,7 +17,7 @@ from conftest import ROOT
 from tpututor_course import maxtext_run
 
 ARTIFACT = ROOT / "docs" / "artifacts" / "maxtext-cpu-run.json"
-LESSON = ROOT / "notebooks" / "13_bring_your_own_model.md"
+LESSON = ROOT / "notebooks" / "13b_lora_and_export.md"  # its stack table cites the run
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_lesson_13_cites_the_artifact_and_its_figures():
         f"in {by['train']['wall_s']:.0f} s",
     ):
         assert figure in row, (
-            f"the MaxText row of lesson 13 (bring your own model) does not say {figure!r}, as the record does"
+            f"the MaxText row of lesson 13b (LoRA and export) does not say {figure!r}, as the record does"
         )
 
 

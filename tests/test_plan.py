@@ -613,14 +613,14 @@ def test_the_gradient_sum_threshold_on_a_full_v5p_pod_is_the_scaling_books_850_t
     assert p.tokens_per_chip == 1024 and p.communication_bound is False
     f32 = plan.plan(
         70e9, 15e12, "v5p", 4096, batch=1024, seq_len=4096
-    )  # f32 gradients, as lesson 08 (training) sends: twice the bytes
+    )  # f32 gradients, as lesson 08a (training) sends: twice the bytes
     assert f32.comm_threshold == pytest.approx(2 * p.comm_threshold)
 
 
 def test_a_batch_too_small_for_its_chips_is_flagged_communication_bound_and_a_bigger_one_is_not():
     small = plan.plan(
         1.2e9, 1e10, "v5e", 8, batch=16, seq_len=1024
-    )  # 2,048 tokens per chip, as lesson 08 (training) runs a v5e-8
+    )  # 2,048 tokens per chip, as lesson 08a (training) runs a v5e-8
     assert small.communication_bound is True and small.tokens_per_chip == 2048
     assert "WARNING  communication-bound: 2,048 tokens per chip" in small.text()
     big = plan.plan(1.2e9, 1e10, "v5e", 8, batch=64, seq_len=1024)

@@ -352,8 +352,9 @@ def test_accelerator_types_come_from_the_zone_table(tpu, api):
     assert client.get_accelerator_type(name=f"{api.parent('us-east5-a')}/acceleratorTypes/v6e-8").type_ == "v6e-8"
 
 
-def test_the_lesson_stops_its_stand_in_and_checks_the_port_is_closed():
-    text = (ROOT / "notebooks" / "11_operations.md").read_text()
+@pytest.mark.parametrize("lesson", ["11a_operations", "11c_health_and_planning"])
+def test_the_lesson_stops_its_stand_in_and_checks_the_port_is_closed(lesson):
+    text = (ROOT / "notebooks" / f"{lesson}.md").read_text()
     assert "standin.StandIn(" in text and "lifetime_s=" in text
     tail = text[text.index("check.report()") :]
     assert "api.stop()" in tail and 'connect_ex(("127.0.0.1", port))' in tail and "assert closed" in tail

@@ -131,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         "--param-bytes",
         type=_plan_bytes,
         default=4.0,
-        help="bytes per weight (default 4, f32 master weights as lesson 08 (training) trains; 2 for bf16)",
+        help="bytes per weight (default 4, f32 master weights as lesson 08a (training) trains; 2 for bf16)",
     )
     pl.add_argument("--grad-bytes", type=_plan_bytes, default=4.0, help="bytes per gradient (default 4, f32)")
     pl.add_argument(
@@ -175,7 +175,7 @@ def _parser() -> argparse.ArgumentParser:
         "--remat",
         choices=["none", "full", "dots", "dots_all"],
         default="none",
-        help="rematerialisation policy of each layer, as lesson 08 (training) names them (default none)",
+        help="rematerialisation policy of each layer, as lesson 08a (training) names them (default none)",
     )
 
     sv = sub.add_parser("plan-serving", help="chips, batch, latency bounds and $ per million tokens of serving a model")

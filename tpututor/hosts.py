@@ -41,7 +41,7 @@ One process, or a few started together, without the slice's environment: :func:`
 CPU, sharing a compilation cache), kill it after ``timeout`` seconds (a watchdog), can send it a
 signal once it has printed a given step (a preemption), and return what came back
 (:class:`ProcessRun`: ``{step: loss}`` from the JSON lines it printed, its exit status, its
-seconds, the end of its standard error). Lesson 08 (training) runs ``python -m tpututor.lm train``
+seconds, the end of its standard error). Lesson 08a (training) runs ``python -m tpututor.lm train``
 with them.
 
 This module imports no framework.
@@ -508,7 +508,7 @@ def leftovers(launch_id: str) -> list[int]:
     return found
 
 
-# -- one process, or a few, started directly (lesson 08's training subprocesses)
+# -- one process, or a few, started directly (lesson 08a's training subprocesses)
 
 
 def cpu_env(cache_dir: str | os.PathLike | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:

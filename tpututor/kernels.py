@@ -595,7 +595,7 @@ def guide_overheads(runs: Sequence[GuideRun] = GUIDE_V5E_MATMUL, chip: str = "v5
     * ``per_step``: the 128-block kernel at 8192^3 runs 262,144 grid steps; what it took beyond
       its roofline bound and ``fixed``, divided by its steps, is the cost of one grid step.
 
-    The other runs check the fit (lesson 10 (Pallas kernels) asserts it within 10%). A fit, not a documented figure.
+    The other runs check the fit (lesson 10b (Pallas matmul) asserts it within 10%). A fit, not a documented figure.
     """
     by = {(r.size, r.blocks): r for r in runs}
     try:

@@ -1,4 +1,4 @@
-"""A small decoder-only Transformer language model, trained end to end (lesson 08, training).
+"""A small decoder-only Transformer language model, trained end to end (lesson 08a, training).
 
 Everything the training lesson runs lives in this one file, which the notebook shows and its
 subprocesses import (``python -m tpututor.lm train --help``):
@@ -12,7 +12,7 @@ subprocesses import (``python -m tpututor.lm train --help``):
   :func:`to_device` and :func:`device_prefetch`: batches onto the mesh, the next one ahead of the step.
 * :class:`LM`: the model, :class:`tpututor.models.llama.Llama` (RMSNorm, RoPE, grouped-query
   attention, a SwiGLU MLP, the layers stacked and scanned) at an ``lm.Config``'s size; f32 master
-  weights, bf16 compute. Lesson 13 (bring your own model) loads Hugging Face checkpoints into the
+  weights, bf16 compute. Lesson 13a (bring your own model) loads Hugging Face checkpoints into the
   same class.
 * :data:`PARAM_AXES`, :data:`RULES`, :func:`make_mesh`, :func:`shardings`: named logical axes
   and the rules that map them onto the mesh axes ``data``, ``fsdp`` and ``tensor``.
@@ -39,7 +39,7 @@ JAX, Flax, Optax and NumPy are imported at the top, like any model file. grain, 
 Hugging Face ``datasets`` are imported by the functions that use them (the pipeline, the
 checkpoints, :func:`load_texts`), so a lesson that only builds or serves the model does not need
 them installed. The model's shape, :class:`Config`, lives in :mod:`tpututor.lm_config`, which
-imports no framework (lesson 11 (operations) sizes a run from it without JAX).
+imports no framework (lesson 11b (cost) sizes a run from it without JAX).
 """
 
 from __future__ import annotations
@@ -386,7 +386,7 @@ def llama_config(cfg: Config) -> llama.Config:
 
 
 class LM(llama.Llama):
-    """Lesson 08's model: :class:`tpututor.models.llama.Llama` (the definition that lesson 13 (bring your
+    """Lesson 08a's (training) model: :class:`tpututor.models.llama.Llama` (the definition that lesson 13a (bring your
     own model) loads Hugging Face checkpoints into) at the size of an ``lm.Config``. Tokens in, logits out."""
 
     def __init__(self, cfg: Config, rngs: nnx.Rngs):
@@ -776,7 +776,7 @@ def load(directory: str | os.PathLike, step: int | None = None):
     directory = checkpoint_path(directory)
     found = _saved_config(directory)
     if found is None:
-        raise FileNotFoundError(f"no checkpoint in {directory}: train first (lm.train, or lesson 08 (training))")
+        raise FileNotFoundError(f"no checkpoint in {directory}: train first (lm.train, or lesson 08a (training))")
     cfg = Config.from_dict(found[1])
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     target = jax.tree.map(

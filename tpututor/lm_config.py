@@ -1,13 +1,13 @@
-"""The shape of lesson 08's (training) language model, without any framework.
+"""The shape of lesson 08a's (training) language model, without any framework.
 
 The model is :class:`tpututor.models.llama.Llama` (RMSNorm, RoPE, grouped-query attention, a
-SwiGLU MLP, the layers scanned), the definition lesson 13 (bring your own model) loads Hugging
+SwiGLU MLP, the layers scanned), the definition lesson 13a (bring your own model) loads Hugging
 Face checkpoints into, at a size and a byte vocabulary that train in minutes.
 
 :class:`Config` (widths, depth, heads, context, vocabulary, dtypes; its parameter count),
 :data:`PROFILES` (the ``ci`` and ``full`` sizes) and :func:`config_for` (a size for a run on a
 given chip). :mod:`tpututor.lm` builds and trains the model from it and re-exports these names;
-this module imports no framework, so a lesson can size a run (lesson 11, operations) or a
+this module imports no framework, so a lesson can size a run (lesson 11b, cost) or a
 planner can count parameters where JAX is not installed.
 """
 

@@ -6,7 +6,7 @@ gradients and optimizer state under data parallelism (every chip holds everythin
 ``6 x parameters x tokens`` FLOPs at a given MFU, and the cost on demand and spot from
 :mod:`tpututor.cost`'s dated prices. Every assumption is listed with the result. The default
 training state is **16 bytes per parameter** (f32 weights and gradients, Adam's two f32 moments),
-what lesson 08 (training) keeps; the scaling book's checks pass bf16 weights and no gradients.
+what lesson 08a (training) keeps; the scaling book's checks pass bf16 weights and no gradients.
 It follows *How to Scale Your Model* (jax-ml/scaling-book, ``training.md`` and
 ``applied-training.md``), and its tests check it against that book's worked LLaMA 3 numbers.
 
@@ -389,7 +389,7 @@ def plan(
 
     ``chip`` is a chip-table name (``"v5p"``, ``"v6e"``, ``"H100"``); ``chips`` how many **chips**
     (not TensorCores: 4 v5p chips are a v5p-8). The state defaults to 16 bytes per parameter (f32
-    weights and gradients, Adam's two f32 moments, as lesson 08 (training) trains); the scaling book's tables
+    weights and gradients, Adam's two f32 moments, as lesson 08a (training) trains); the scaling book's tables
     use ``param_bytes=2, grad_bytes=0``. The cost uses the price table's row for ``chip`` in
     ``region`` unless ``price_per_chip_hour`` is given. ``hbm_bytes`` overrides the chip table's HBM
     (to reproduce a worked example that uses another).
@@ -462,7 +462,7 @@ def plan(
         f"{found.source}, read {found.source_date}); measure yours (the training lesson measures it) and pass it",
         f"{pb:g} bytes per parameter for weights, {gb:g} for gradients, {ob:g} for optimizer state = "
         f"{pb + gb + ob:g} in all (the default 4 + 4 + 8 = 16 is f32 weights and gradients with Adam's two f32 "
-        "moments, what lesson 08 (training) trains; bf16 weights with an f32 master copy: --param-bytes 2 --optimizer-bytes 12)",
+        "moments, what lesson 08a (training) trains; bf16 weights with an f32 master copy: --param-bytes 2 --optimizer-bytes 12)",
         "DP keeps everything on every chip; FSDP (ZeRO-3) splits parameters, gradients and optimizer state "
         f"evenly over all {n} chips",
         "activations, the compiled program and its temporary buffers are NOT counted: the HBM left over "

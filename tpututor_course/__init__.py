@@ -9,7 +9,7 @@ rehearsal), ``reference`` (the stable outputs CI compares), ``workshop`` (the in
 ``translate`` (the Korean edition), ``errors_page`` (the error atlas pages), ``device`` (the GPU
 machine's run), ``pins`` (binder's requirement files from the one pins file, ``tpututor/data/pins.toml``,
 and its check), ``maxtext_run`` (the
-MaxText run ``make maxtext-run`` records for lesson 13 (bring your own model), in its own venv).
+MaxText run ``make maxtext-run`` records for lesson 13b (LoRA and export), in its own venv).
 
 Every tool finds the lessons in the repository it runs in (or a folder you name), never next to
 the installed package: ``python -m tpututor_course COMMAND`` (``__main__`` lists the commands).

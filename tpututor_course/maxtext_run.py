@@ -1,4 +1,4 @@
-"""The tiny Llama of lesson 13 (bring your own model) through MaxText on a CPU, recorded for its stack table.
+"""The tiny Llama of lesson 13a (bring your own model) through MaxText on a CPU, recorded for its stack table.
 
 MaxText needs Python 3.12 and a newer JAX than the course pins, so it lives in its own venv
 (``.venv-maxtext``, pinned by ``binder/maxtext-requirements.txt``). ``make maxtext-run`` builds that
@@ -44,7 +44,7 @@ from typing import Any
 
 __all__ = ["SHAPE", "MAXTEXT_MODEL", "maxtext_overrides", "parse_losses", "run", "main"]
 
-# The tiny Llama of tests/test_models.py and lesson 13 (bring your own model), default RoPE (theta 500000).
+# The tiny Llama of tests/test_models.py and lesson 13a (bring your own model), default RoPE (theta 500000).
 SHAPE = dict(
     vocab_size=256,
     hidden_size=64,

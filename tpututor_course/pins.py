@@ -31,11 +31,11 @@ _HEADERS = {
 # Binder (repo2docker) installs these first: the CPU stack, at the versions of ../constraints.txt.
 # Generated from tpututor/data/pins.toml ([binder], at [lock]'s versions) by make pins: edit that file.
 # PyTorch/XLA is left out: its torch 2.9.0 wheel alone is ~4 GB with CUDA libraries, too big for
-# Binder; lesson 04 (PyTorch/XLA) says so and stops.
+# Binder; lesson 04a (PyTorch/XLA) says so and stops.
 """,
     MAXTEXT: """\
-# MaxText in its own Python 3.12 venv (.venv-maxtext), for `make maxtext-run` only: lesson 13's
-# (bring your own model) stack table cites the run it records, docs/artifacts/maxtext-cpu-run.json.
+# MaxText in its own Python 3.12 venv (.venv-maxtext), for `make maxtext-run` only: lesson 13b's
+# (LoRA and export) stack table cites the run it records, docs/artifacts/maxtext-cpu-run.json.
 # Not Binder's: Binder reads requirements.txt beside this file, never this one.
 # Generated from tpututor/data/pins.toml ([maxtext]) by make pins: edit that file.
 #

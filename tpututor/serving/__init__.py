@@ -4,12 +4,12 @@
   (chips and tensor-parallel degree, the largest batch that fits, TTFT and per-token bounds,
   tokens/s per chip and dollars per million output tokens), from the chip and price tables.
 
-Lesson 09 (inference and serving), section by section, each a small module (import it by name; this
+Lessons 09a-09c (inference and serving), section by section, each a small module (import it by name; this
 package's import loads none of them):
 
 * :mod:`tpututor.serving.sizing`: a served model's bytes, FLOPs, batch that fits and least step time,
   from its shapes (no framework);
-* :mod:`tpututor.serving.decode`: decoding with a KV cache, the model of lesson 08 (training) run a
+* :mod:`tpututor.serving.decode`: decoding with a KV cache, the model of lesson 08a (training) run a
   token at a time (imports JAX);
 * :mod:`tpututor.serving.batching`: continuous batching; :mod:`tpututor.serving.int8`: int8 weights;
 * :mod:`tpututor.serving.paged`: paged attention and cold pages in host memory;

@@ -1,4 +1,4 @@
-"""Continuous batching (lesson 09 (inference and serving), section 3): requests join free slots of one running batch and leave
+"""Continuous batching (lesson 09b (batching), section 1): requests join free slots of one running batch and leave
 when done, one compiled decode step for every mix of positions.
 
 :class:`Request`, :class:`Batcher` (``insert`` a request into a slot, ``step`` every slot, ``run`` a

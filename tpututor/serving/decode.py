@@ -1,5 +1,5 @@
-"""Decoding with a KV cache: the model of lesson 08 (training) run one token at a time
-(lesson 09 (inference and serving), section 2).
+"""Decoding with a KV cache: the model of lesson 08a (training) run one token at a time
+(lesson 09a (inference and serving), section 2).
 
 The model is :class:`tpututor.models.llama.Llama` (``lm.LM`` is it, at an ``lm.Config``'s size):
 RMSNorm, RoPE, grouped-query attention (``n_kv_heads`` key/value heads, so the cache holds that many)

@@ -1,5 +1,5 @@
-"""A small HTTP endpoint on 127.0.0.1 around a generate function, bounded in time: lesson 09 (inference
-and serving) serves its model with it, lesson 13 (bring your own model) a fine-tuned checkpoint.
+"""A small HTTP endpoint on 127.0.0.1 around a generate function, bounded in time: lesson 09a (inference
+and serving) serves its model with it, lesson 13a (bring your own model) a fine-tuned checkpoint.
 
 :func:`serve` answers the request shape of the OpenAI completions API that vLLM serves; the
 :class:`Endpoint` it returns stops on ``stop()``, on leaving ``with``, or when its lifetime ends.

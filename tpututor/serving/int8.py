@@ -1,4 +1,4 @@
-"""int8 weights for serving (lesson 09 (inference and serving), section 4): per-channel symmetric quantization and the check
+"""int8 weights for serving (lesson 09b (int8), section 2): per-channel symmetric quantization and the check
 that a compiled program reads the int8 weights as they are, without a dequantized copy.
 
 :func:`quantize_int8` and :func:`dequantize` for one matrix, :func:`quantize_params` for a server's

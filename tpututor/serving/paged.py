@@ -1,4 +1,4 @@
-"""Paged attention and memory kinds (lesson 09 (inference and serving), sections 5 and 6).
+"""Paged attention and memory kinds (lessons 09b (paged attention), section 3, and 09c (host offload), section 1).
 
 Pages and page tables in plain JAX, the layout of JAX's ragged paged attention kernel for TPUs:
 :func:`pages_from_cache`, :func:`check_page_table` (an entry outside the pool is a

@@ -1,4 +1,4 @@
-"""A served model over a mesh (lesson 09 (inference and serving), section 7): weights and KV cache split by heads, no FSDP.
+"""A served model over a mesh (lesson 09c (serving stacks), section 2): weights and KV cache split by heads, no FSDP.
 
 :data:`SERVING_RULES` (lm's logical axes without FSDP: a decode step must not gather weights every
 token), :func:`cache_spec` and :func:`serving_shardings`.

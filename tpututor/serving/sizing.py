@@ -1,7 +1,7 @@
 """A served model's sizes from its shapes alone: bytes, FLOPs, the batch that fits, the least step time.
 
 Plain arithmetic on a config (``lm.Config``: d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff,
-vocab), no arrays and no framework, for lesson 09 (inference and serving), section 1:
+vocab), no arrays and no framework, for lesson 09a (inference and serving), section 1:
 
 * :func:`kv_bytes_per_token`, :func:`weight_bytes`, :func:`params_bytes`, :func:`memory_bytes`: what a
   step reads and what HBM holds; :func:`max_batch`: the most sequences that fit beside the weights;
