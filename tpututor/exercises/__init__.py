@@ -85,7 +85,7 @@ def _lesson_of(exercise_id: str) -> str | None:
     """The lesson an exercise id belongs to ("00.1" -> "00_where_am_i"): the one with that number, or
     the part of it (``09a_...``, ``09b_...``) that holds the id; None if none."""
     group = [lesson for lesson in lessons() if lesson[:2] == exercise_id[:2]]
-    return next((lesson for lesson in group if exercise_id in _read(f"{lesson}.toml")), group[0] if group else None)
+    return next((lesson for lesson in group if exercise_id in for_lesson(lesson)), group[0] if group else None)
 
 
 def _read(*parts: str) -> dict:
