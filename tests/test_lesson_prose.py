@@ -96,3 +96,33 @@ def test_every_lesson_has_an_exercise_where_the_learner_writes_code(lesson):
     assert any(not answers_with_values_only(answer) for _, _, answer in exercises(lesson.path)), (
         f"{lesson.stem}: every exercise is a quiz; add one where the learner writes a function"
     )
+
+
+# A year from 2000 to 2039 inside parentheses: "(read 2026-12-01)", "(tagged 2025-11-17)", "(ISCA 2023)".
+DATED_ASIDE = re.compile(r"\([^()]*\b20[0-3]\d\b[^()]*\)")
+SOURCE_LINE = ("Source:", "Sources:")
+
+
+def dated_asides(md) -> list[str]:
+    """Parentheses holding a date inside a lesson's prose: the lesson card, tables, a ``Source:`` line
+    and the further reading are where dates and sources belong, so those are not searched."""
+    found = []
+    for cell in jupytext.read(md).cells:
+        if cell.cell_type != "markdown":
+            continue
+        prose = FENCE.sub("", cell.source).split("## Further reading")[0]
+        for paragraph in re.split(r"\n\s*\n", prose):
+            if paragraph.lstrip().startswith(("|", "#", "[![", *SOURCE_LINE)):
+                continue
+            flat = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "``", paragraph))  # no link targets, no code
+            found += [" ".join(m.group(0).split()) for m in DATED_ASIDE.finditer(flat)]
+    return found
+
+
+@pytest.mark.parametrize("lesson", CHECKED, ids=IDS)
+def test_sources_and_dates_sit_in_a_source_line_after_the_paragraph_not_inside_a_sentence(lesson):
+    asides = dated_asides(lesson.path)
+    assert not asides, (
+        f"{lesson.stem}: move each source and date out of the sentence, into a line after its paragraph "
+        f"that starts 'Source:' (docs/writing_a_lesson.md): {asides}"
+    )
