@@ -127,7 +127,7 @@ def jax_trace(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def executed():
-    """executed("00_where_am_i") -> that lesson's LessonResult, run once per session (ci profile,
+    """executed("00a_where_am_i") -> that lesson's LessonResult, run once per session (ci profile,
     strict checks, with the student rehearsal at the end); every later call reads the same run."""
 
     def get(stem: str) -> runner.LessonResult:

@@ -286,12 +286,12 @@ def test_the_korean_setup_cell_passes_language_ko(stem):
 
 
 def test_the_translation_build_changes_only_the_setup_call_of_a_code_cell():
-    cell = launch.SETUP_CELL.format(requirement="tpututor", lesson="03_xla_fusion")
-    ko = translate.localised_code(cell, "03_xla_fusion", "ko")
-    assert ko == cell.replace('launch.setup("03_xla_fusion")', 'launch.setup("03_xla_fusion", language="ko")')
+    cell = launch.SETUP_CELL.format(requirement="tpututor", lesson="03a_xla_fusion")
+    ko = translate.localised_code(cell, "03a_xla_fusion", "ko")
+    assert ko == cell.replace('launch.setup("03a_xla_fusion")', 'launch.setup("03a_xla_fusion", language="ko")')
     assert ko != cell
-    for other in ("print(1)", 'launch.setup("00_where_am_i")', 'check.hint("03.1")'):
-        assert translate.localised_code(other, "03_xla_fusion", "ko") == other
+    for other in ("print(1)", 'launch.setup("00a_where_am_i")', 'check.hint("03.1")'):
+        assert translate.localised_code(other, "03a_xla_fusion", "ko") == other
 
 
 # A missing or stale translation: English, never an error.
@@ -336,5 +336,5 @@ def test_korean_hints_for_changed_english_hints_show_the_english(korean, capsys,
 
 
 def test_a_language_with_no_catalogue_has_no_translations():
-    assert exercises.translations("03_xla_fusion", "xx") == {}
+    assert exercises.translations("03a_xla_fusion", "xx") == {}
     assert exercises.translation("99.1", "ko") is None

@@ -1,5 +1,5 @@
 """The Colab path end to end: the setup cell's own install command, against this repository served
-as a git URL with its release tag, in a fresh virtualenv with Colab's markers; then lesson 00 (where am I running?) runs
+as a git URL with its release tag, in a fresh virtualenv with Colab's markers; then lesson 00a (where am I running?) runs
 there and the pre-flight says READY.
 
 Nothing reaches GitHub: git's ``url.<base>.insteadOf`` points https://github.com/<repository> at a
@@ -83,7 +83,7 @@ def test_setup_cell_installs_the_release_from_its_tag_and_lesson_00_runs_on_cola
         TPUTUTOR_PROFILE="ci",
     )
 
-    lesson = ROOT / "notebooks" / "00_where_am_i.ipynb"
+    lesson = ROOT / "notebooks" / "00a_where_am_i.ipynb"
     out = tmp_path / "executed.ipynb"
     sh(
         python,
@@ -137,9 +137,9 @@ def test_setup_cell_installs_the_release_from_its_tag_and_lesson_00_runs_on_cola
         capture_output=True,
         text=True,
         timeout=600,
-        env={**env, "TPUTUTOR_LESSON": "00_where_am_i"},
+        env={**env, "TPUTUTOR_LESSON": "00a_where_am_i"},
     )
     assert preflight.returncode == 0, preflight.stdout + preflight.stderr
     assert "Traceback" not in preflight.stdout + preflight.stderr
     assert preflight.stdout.strip().splitlines()[-1].startswith("READY for the workshop")
-    assert "00_where_am_i: Where am I running?" in preflight.stdout
+    assert "00a_where_am_i: Where am I running?" in preflight.stdout

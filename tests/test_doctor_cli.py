@@ -82,9 +82,9 @@ def test_chips_lists_the_table_with_sources():
 
 
 def test_run_in_the_learner_cli_exits_2_naming_the_course_tooling_command_with_the_same_arguments():
-    out = cli("run", "--profile", "ci", "notebooks/00_where_am_i.ipynb")
+    out = cli("run", "--profile", "ci", "notebooks/00a_where_am_i.ipynb")
     assert out.returncode == 2
-    assert "python -m tpututor_course run --profile ci notebooks/00_where_am_i.ipynb" in out.stderr
+    assert "python -m tpututor_course run --profile ci notebooks/00a_where_am_i.ipynb" in out.stderr
 
 
 def test_a_failing_probe_is_an_error_line_not_a_crash(tmp_path):

@@ -1,7 +1,7 @@
 """tpututor.hosts (the multi-host launcher), tpututor.tblog, and each host's own data shards.
 
 The trainer run as four hosts (eight devices, a preemption, a dead host, a resume that matches the
-uninterrupted run step for step) is lesson 14 (multi-host), which asserts all of it: the test suite
+uninterrupted run step for step) is lessons 14a (multi-host) and 14b (dead host), which assert all of it: the test suite
 executes it once (tests/test_notebooks.py), so it is not repeated here."""
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def test_the_korean_readme_has_every_section_of_the_english():
 def test_the_korean_readme_keeps_its_generated_table_markers():
     text = KOREAN.read_text()
     assert text.count("<!-- lessons:start -->") == 1 and text.count("<!-- lessons:end -->") == 1
-    assert "](notebooks/ko/00_where_am_i.md)" in TABLE.search(text).group(0)
+    assert "](notebooks/ko/00a_where_am_i.md)" in TABLE.search(text).group(0)
 
 
 def test_the_korean_readme_links_the_korean_guide_where_the_english_links_the_guide():

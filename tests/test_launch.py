@@ -49,7 +49,7 @@ def test_every_lesson_has_the_same_setup_cell_and_the_colab_runtime_its_front_ma
 
 
 def test_the_setup_cell_installs_a_pinned_release_never_a_bare_upgrade():
-    cell = launch.SETUP_CELL.format(requirement=SETTINGS.requirement, lesson="00_where_am_i")
+    cell = launch.SETUP_CELL.format(requirement=SETTINGS.requirement, lesson="00a_where_am_i")
     assert "@v" + SETTINGS.version in cell and " -U" not in cell and "--upgrade" not in cell
 
 
@@ -62,7 +62,7 @@ def test_a_fork_changes_one_line(tmp_path):
     )
     (tmp_path / "pyproject.toml").write_text(text)
     s = stamp.settings(tmp_path / "pyproject.toml")
-    block = stamp.badges("00_where_am_i", s)
+    block = stamp.badges("00a_where_am_i", s)
     assert block.count("someone/tpu-fork") == 3 and "tpututor/tpututor" not in block
     assert s.requirement == f"tpututor @ git+https://github.com/someone/tpu-fork@v{s.version}"
 
@@ -92,10 +92,10 @@ PROFILING = next(stem for stem, entry in launch.lessons.table().items() if "xpro
 @pytest.mark.parametrize(
     "machine, lesson, installed, expected",
     [
-        ("colab-v5e-1", PROFILING, [], ["xprof==2.24.2", "grain==0.2.18"]),  # only what this lesson imports
-        ("colab-v5e-1", PROFILING, ["xprof", "grain"], None),
-        ("kaggle-v5e-8", PROFILING, [], ["xprof==2.24.2", "grain==0.2.18"]),
-        ("colab-cpu", "00_where_am_i", [], None),  # lesson 00 (where am I running?) imports no add-on
+        ("colab-v5e-1", PROFILING, [], ["xprof==2.24.2"]),  # only what this lesson imports
+        ("colab-v5e-1", PROFILING, ["xprof"], None),
+        ("kaggle-v5e-8", PROFILING, [], ["xprof==2.24.2"]),
+        ("colab-cpu", "00a_where_am_i", [], None),  # lesson 00a (where am I running?) imports no add-on
         ("laptop-cpu", PROFILING, [], None),  # never on your own machine: make lab installed everything
         ("tpu-vm-v6e-8", PROFILING, [], None),
     ],
@@ -120,7 +120,7 @@ def test_setup_installs_the_plan_records_the_lesson_then_reports_the_machine(fak
     assert calls and "xprof==2.24.2" in calls[0]
     assert __import__("os").environ[launch.LESSON_ENV] == PROFILING
     installing, line, *needs = capsys.readouterr().out.splitlines()
-    assert installing == "installing: xprof==2.24.2 grain==0.2.18"
+    assert installing == "installing: xprof==2.24.2"
     assert line.startswith("tpututor ") and "colab" in line and "Runtime > Change runtime type > TPU" in line
     assert not needs  # the lesson's frameworks import here
 
@@ -174,13 +174,13 @@ def test_a_broken_torch_xla_stops_lesson_04_at_setup_with_a_message_not_a_traceb
 
 def test_setup_does_nothing_on_a_local_machine_but_report(fake, capsys):
     calls = []
-    launch.setup("00_where_am_i", fake("tpu-vm-v4-8"), run=lambda cmd, check: calls.append(cmd))
+    launch.setup("00a_where_am_i", fake("tpu-vm-v4-8"), run=lambda cmd, check: calls.append(cmd))
     line = capsys.readouterr().out
     assert calls == [] and "TPU v4 x4" in line and "Change runtime" not in line
 
 
 def test_setup_names_the_known_lessons_when_given_an_unknown_one(fake):
-    with pytest.raises(KeyError, match="00_where_am_i"):
+    with pytest.raises(KeyError, match="00a_where_am_i"):
         launch.setup("99_nothing", fake("laptop-cpu"))
 
 

@@ -98,24 +98,28 @@ def test_every_lesson_has_an_exercise_where_the_learner_writes_code(lesson):
     )
 
 
-# A year from 2000 to 2039 inside parentheses: "(read 2026-12-01)", "(tagged 2025-11-17)", "(ISCA 2023)".
+# A year from 2000 to 2039 inside parentheses: "(read 2026-12-01)", "(tagged 2025-11-17)", "(ISCA 2023)";
+# and a link inside parentheses, a source set aside in the sentence: "([JAX, matmul precision](https://...))".
 DATED_ASIDE = re.compile(r"\([^()]*\b20[0-3]\d\b[^()]*\)")
+LINKED_ASIDE = re.compile(r"\([^()]*\[[^\]]+\]\([^()]*\)[^()]*\)")
 SOURCE_LINE = ("Source:", "Sources:")
 
 
 def dated_asides(md) -> list[str]:
-    """Parentheses holding a date inside a lesson's prose: the lesson card, tables, a ``Source:`` line
-    and the further reading are where dates and sources belong, so those are not searched."""
+    """Parentheses holding a date or a link inside a lesson's prose: the lesson card, tables, a
+    ``Source:`` line and the further reading are where dates and sources belong, so those are not searched."""
     found = []
     for cell in jupytext.read(md).cells:
         if cell.cell_type != "markdown":
             continue
         prose = FENCE.sub("", cell.source).split("## Further reading")[0]
         for paragraph in re.split(r"\n\s*\n", prose):
-            if paragraph.lstrip().startswith(("|", "#", "[![", *SOURCE_LINE)):
-                continue
-            flat = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "``", paragraph))  # no link targets, no code
+            if paragraph.lstrip().startswith(("|", "#", "[![", ">", *SOURCE_LINE)):
+                continue  # tables, headings, badges, notes (their Source: form is tested apart), source lines
+            code_free = re.sub(r"`[^`]*`", "``", paragraph)
+            flat = re.sub(r"\]\([^)]*\)", "]", code_free)  # no link targets
             found += [" ".join(m.group(0).split()) for m in DATED_ASIDE.finditer(flat)]
+            found += [" ".join(m.group(0).split())[:90] for m in LINKED_ASIDE.finditer(code_free)]
     return found
 
 

@@ -16,6 +16,7 @@ FRAMEWORK_MODULES = (
     "tpututor.aot",
     "tpututor.models.llama",
     "tpututor.models.checkpoint",
+    "tpututor.models.dit",
     "tpututor.serving.prefix",
     "tpututor.serving.speculative",
     "tpututor.serving.kvquant",
@@ -273,5 +274,5 @@ def test_hints_come_one_at_a_time_then_point_to_the_solution(capsys, monkeypatch
     assert "check.solution('00.1')" in out
     check.solution("00.1")
     assert entry.solution in capsys.readouterr().out
-    with pytest.raises(KeyError, match="00.1, 00.2"):
+    with pytest.raises(KeyError, match="00a_where_am_i, 00b_getting_a_tpu\\); it has 00.1, 00.2, 00.3, 00.4"):
         check.hint("00.9")

@@ -297,7 +297,7 @@ def test_numbers_survive_translation():
 @pytest.mark.lessons
 def test_a_korean_lesson_runs_top_to_bottom():
     """The smoke test: one Korean notebook executed as CI executes the English ones."""
-    result = runner.execute(KO / "00_where_am_i.ipynb", TEST_RUN / "ko", profile="ci")
+    result = runner.execute(KO / "00a_where_am_i.ipynb", TEST_RUN / "ko", profile="ci")
     assert result.status == "ok", result.error
 
 

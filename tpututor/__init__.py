@@ -7,7 +7,7 @@ what the machine has before they import anything heavy. What a lesson imports fr
   from files and the environment, never by importing a framework
 - ``hardware``: the chip table (peak FLOP/s, HBM, interconnect per axis), each row sourced
 - ``frameworks``: use a framework if it works here, or say why not (missing or broken)
-- ``fakes``: fake machines (Colab, Kaggle, TPU VMs, a GPU box) built in a folder, for the tour in lesson 00 (where am I running) and the tests
+- ``fakes``: fake machines (Colab, Kaggle, TPU VMs, a GPU box) built in a folder, for the tour in lesson 00a (where am I running) and the tests
 - ``doctor``: the report behind ``python -m tpututor doctor``, each warning with its fix
 - ``errors``: the error atlas (messages, causes, fixes) behind ``doctor --explain "<pasted error>"``
 - ``preflight``: can this runtime do the course, or the open lesson (``doctor --preflight``)

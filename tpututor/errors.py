@@ -506,7 +506,7 @@ def _lesson_names() -> dict[str, tuple[str, str]]:
 
 
 def where_taught(entry: Entry, lang: str = "en") -> str:
-    """'lesson 03 (XLA compilation and fusion), section "Recompilation"', or the nearest lesson; in ``lang``."""
+    """'lesson 03b (Recompilation, and one compiler for three frameworks), section "Recompilation"', or the nearest lesson; in ``lang``."""
     text = _words(lang)[0]
     number, title = _lesson_names().get(entry.lesson, ("", entry.lesson.replace("_", " ")))
     if lang != "en":

@@ -4,7 +4,7 @@
 ``/proc``) under a folder and returns a :class:`~tpututor.runtime.Host` that
 reads it, with a fake environment, fake commands (``nvidia-smi``) and fake
 installed packages. :data:`MACHINES` describes the runtimes a learner meets.
-The tests use them, and lesson 00 (where am I running?) uses them to show what the doctor would
+The tests use them, and lesson 00a (where am I running?) uses them to show what the doctor would
 report on hardware you do not have.
 """
 

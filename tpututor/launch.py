@@ -6,7 +6,7 @@ name, which installs the add-ons *that lesson* imports and the runtime lacks (pi
 moving the runtime's own JAX, since its libtpu must match), records the lesson for the pre-flight
 (``python -m tpututor doctor --preflight`` in the same runtime checks that lesson's needs), and
 prints one line about the machine. It imports no framework. A translated lesson's setup cell names its
-language (``launch.setup("03_xla_fusion", language="ko")``, written by the translation build), and the
+language (``launch.setup("03a_xla_fusion", language="ko")``, written by the translation build), and the
 checks then speak it (:func:`tpututor.check.set_language`).
 """
 

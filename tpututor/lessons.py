@@ -19,7 +19,7 @@ __all__ = ["table", "get", "imports", "names", "find_root"]
 
 @functools.lru_cache(maxsize=1)
 def table() -> dict[str, dict]:
-    """Lesson name (``"00_where_am_i"``) -> title, minutes, imports, optional, devices, note."""
+    """Lesson name (``"00a_where_am_i"``) -> title, minutes, imports, optional, devices, note."""
     return json.loads(resources.files("tpututor").joinpath("data", "lessons.json").read_text())
 
 

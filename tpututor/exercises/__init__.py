@@ -64,7 +64,7 @@ class Wrong:
 @dataclass(frozen=True)
 class Exercise:
     id: str  # "00.1"
-    lesson: str  # "00_where_am_i"
+    lesson: str  # "00a_where_am_i"
     hints: tuple[str, ...]
     solution: str
     wrong: tuple[Wrong, ...]
@@ -82,14 +82,14 @@ def lessons() -> list[str]:
 
 
 def _lesson_of(exercise_id: str) -> str | None:
-    """The lesson an exercise id belongs to ("00.1" -> "00_where_am_i"): the one with that number, or
+    """The lesson an exercise id belongs to ("00.1" -> "00a_where_am_i"): the one with that number, or
     the part of it (``09a_...``, ``09b_...``) that holds the id; None if none."""
     group = [lesson for lesson in lessons() if lesson[:2] == exercise_id[:2]]
     return next((lesson for lesson in group if exercise_id in for_lesson(lesson)), group[0] if group else None)
 
 
 def _read(*parts: str) -> dict:
-    """A toml file of this package (``_read("ko", "00_where_am_i.toml")``); empty when there is none."""
+    """A toml file of this package (``_read("ko", "00a_where_am_i.toml")``); empty when there is none."""
     import tomllib
 
     path = resources.files(__name__).joinpath(*parts)
@@ -98,7 +98,7 @@ def _read(*parts: str) -> dict:
 
 @cache
 def for_lesson(lesson: str) -> dict[str, Exercise]:
-    """Every exercise of ``lesson`` (``"00_where_am_i"``), by id; empty when its answers are still in
+    """Every exercise of ``lesson`` (``"00a_where_am_i"``), by id; empty when its answers are still in
     the notebook."""
     out = {}
     for exercise_id, entry in _read(f"{lesson}.toml").items():
@@ -120,9 +120,13 @@ def get(exercise_id: str) -> Exercise:
         found = for_lesson(lesson)
         if exercise_id in found:
             return found[exercise_id]
-        raise KeyError(f"no exercise {exercise_id!r} in lesson {lesson}; it has {', '.join(found)}")
+        parts = [name for name in lessons() if name[:2] == exercise_id[:2]]
+        ids = sorted((i for part in parts for i in for_lesson(part)), key=lambda i: int(i.split(".")[1]))
+        raise KeyError(
+            f"no exercise {exercise_id!r} in lesson {exercise_id[:2]} ({', '.join(parts)}); it has {', '.join(ids)}"
+        )
     raise KeyError(
-        f"no exercise {exercise_id!r}: exercises are numbered like '00.1' (the first exercise of 00_where_am_i)"
+        f"no exercise {exercise_id!r}: exercises are numbered like '01.2', the second exercise of the lesson numbered 01"
     )
 
 
