@@ -58,7 +58,7 @@ def test_make_lab_serves_lessons_and_opens_md_as_a_notebook():
         assert "00a_where_am_i.md" in names and "00a_where_am_i.ipynb" in names
         nb = get(f"{base}/api/contents/00a_where_am_i.md?type=notebook&content=1")
         assert nb["type"] == "notebook"
-        assert nb["content"]["cells"][0]["source"].startswith("# 00 ·")
+        assert nb["content"]["cells"][0]["source"].startswith("# 00a ·")
         with urllib.request.urlopen(f"{base}/lab?token={TOKEN}", timeout=10) as resp:
             assert resp.status == 200
     finally:
