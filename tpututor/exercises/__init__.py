@@ -81,10 +81,15 @@ def lessons() -> list[str]:
     return sorted(p.name.removesuffix(".toml") for p in resources.files(__name__).iterdir() if p.name.endswith(".toml"))
 
 
+def _parts(exercise_id: str) -> list[str]:
+    """The lessons numbered like an exercise id ("09.2" -> the parts 09a_..., 09b_..., 09c_...)."""
+    return [lesson for lesson in lessons() if lesson[:2] == exercise_id[:2]]
+
+
 def _lesson_of(exercise_id: str) -> str | None:
-    """The lesson an exercise id belongs to ("00.1" -> "00a_where_am_i"): the one with that number, or
+    """The lesson an exercise id belongs to ("00.1" -> "00b_getting_a_tpu"): the one with that number, or
     the part of it (``09a_...``, ``09b_...``) that holds the id; None if none."""
-    group = [lesson for lesson in lessons() if lesson[:2] == exercise_id[:2]]
+    group = _parts(exercise_id)
     return next((lesson for lesson in group if exercise_id in for_lesson(lesson)), group[0] if group else None)
 
 
@@ -120,7 +125,7 @@ def get(exercise_id: str) -> Exercise:
         found = for_lesson(lesson)
         if exercise_id in found:
             return found[exercise_id]
-        parts = [name for name in lessons() if name[:2] == exercise_id[:2]]
+        parts = _parts(exercise_id)
         ids = sorted((i for part in parts for i in for_lesson(part)), key=lambda i: int(i.split(".")[1]))
         raise KeyError(
             f"no exercise {exercise_id!r} in lesson {exercise_id[:2]} ({', '.join(parts)}); it has {', '.join(ids)}"
